@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Install, idempotently, everything scx_latcfs needs to build and to run its
+# VM tests on a Debian bookworm machine without sched_ext:
+#   - clang-19 and the -dev packages that libbpf-sys and the BPF build need;
+#   - hackbench (rt-tests) and stress-ng, the workloads the tests drive;
+#   - qemu-system-x86 from bookworm-backports and virtme-ng (PyPI, in a venv);
+#   - a Debian kernel with CONFIG_SCHED_CLASS_EXT=y from trixie-backports,
+#     chosen by query (newest generic amd64 flavour), extracted without its
+#     maintainer scripts, then depmod'ed.
+#
+# Environment:
+#   LATCFS_KERNEL_ABI  install this ABI (e.g. 6.17.13+deb13-amd64) instead of
+#                      the newest one trixie-backports offers.
+#   LATCFS_PREFIX      where the virtme-ng venv lives (default /opt/scx_latcfs).
+set -euo pipefail
+
+PREFIX=${LATCFS_PREFIX:-/opt/scx_latcfs}
+export DEBIAN_FRONTEND=noninteractive
+
+log() { printf 'setup: %s\n' "$*" >&2; }
+die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
+
+[ "$(id -u)" -eq 0 ] || die "must run as root (it installs packages)"
+. /etc/os-release
+[ "${ID:-}" = debian ] || die "only Debian is supported (this is ${ID:-unknown})"
+
+# --- apt sources: backports at low priority so nothing else upgrades -------
+apt_changed=0
+src=/etc/apt/sources.list.d/scx-latcfs.sources
+want_src="Types: deb
+URIs: http://deb.debian.org/debian
+Suites: ${VERSION_CODENAME}-backports trixie-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg"
+if [ "$VERSION_CODENAME" = trixie ]; then
+	want_src=${want_src/"trixie-backports trixie-backports"/trixie-backports}
+fi
+if [ "$(cat "$src" 2>/dev/null)" != "$want_src" ]; then
+	printf '%s\n' "$want_src" > "$src"
+	apt_changed=1
+fi
+pin=/etc/apt/preferences.d/scx-latcfs
+want_pin="Package: *
+Pin: release n=trixie-backports
+Pin-Priority: 1
+
+Package: *
+Pin: release n=${VERSION_CODENAME}-backports
+Pin-Priority: 100"
+if [ "$(cat "$pin" 2>/dev/null)" != "$want_pin" ]; then
+	printf '%s\n' "$want_pin" > "$pin"
+	apt_changed=1
+fi
+stamp=/var/lib/apt/periodic/scx-latcfs-update
+if [ $apt_changed = 1 ] || [ -z "$(find "$stamp" -mmin -720 2>/dev/null)" ]; then
+	log "apt-get update"
+	apt-get update -q >/dev/null
+	mkdir -p "$(dirname "$stamp")" && touch "$stamp"
+fi
+
+# --- packages ----------------------------------------------------------------
+pkgs=(clang-19 llvm-19 libelf-dev zlib1g-dev pkg-config libclang-dev
+      rt-tests stress-ng kmod python3-venv util-linux procps)
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	log "installing ${missing[*]}"
+	apt-get install -y -q "${missing[@]}" >/dev/null
+fi
+# qemu from backports: bookworm's 7.2 lacks nothing we need, but the
+# backported one is what the harness was verified with.
+if ! command -v qemu-system-x86_64 >/dev/null; then
+	log "installing qemu-system-x86 from ${VERSION_CODENAME}-backports"
+	apt-get install -y -q -t "${VERSION_CODENAME}-backports" qemu-system-x86 >/dev/null \
+		|| apt-get install -y -q qemu-system-x86 >/dev/null
+fi
+
+# --- virtme-ng ----------------------------------------------------------------
+if [ ! -x "$PREFIX/venv/bin/vng" ]; then
+	log "installing virtme-ng into $PREFIX/venv"
+	mkdir -p "$PREFIX"
+	python3 -m venv "$PREFIX/venv"
+	"$PREFIX/venv/bin/pip" install -q virtme-ng
+fi
+
+# --- a sched_ext kernel ----------------------------------------------------------
+kconfig_of() { # ABI -> path of its config, if any
+	for f in "/boot/config-$1" "/usr/lib/modules/$1/config"; do
+		[ -r "$f" ] && { echo "$f"; return 0; }
+	done
+	return 1
+}
+kimage_of() { # ABI -> path of its kernel image, if any
+	for f in "/boot/vmlinuz-$1" "/usr/lib/modules/$1/vmlinuz"; do
+		[ -r "$f" ] && { echo "$f"; return 0; }
+	done
+	return 1
+}
+
+abi=${LATCFS_KERNEL_ABI:-}
+if [ -z "$abi" ]; then
+	ver=$(apt-cache madison linux-image-amd64 | awk -F'|' '$3 ~ /trixie-backports/ {gsub(/ /,"",$2); print $2; exit}')
+	[ -n "$ver" ] || die "trixie-backports offers no linux-image-amd64"
+	abi=$(apt-cache show "linux-image-amd64=$ver" | sed -n 's/^Depends:.*linux-image-\([^ ,]*-amd64\).*/\1/p' | head -n1)
+	[ -n "$abi" ] || die "cannot tell the kernel ABI of linux-image-amd64 $ver"
+fi
+if kimage_of "$abi" >/dev/null && [ -s "/usr/lib/modules/$abi/modules.dep" ]; then
+	log "kernel $abi already installed"
+else
+	log "fetching kernel $abi"
+	tmp=$(mktemp -d)
+	trap 'rm -rf "$tmp"' EXIT
+	# Newer Debian kernels split the image package into linux-binary,
+	# linux-modules and linux-base; older ones ship everything in linux-image.
+	kpkgs=("linux-image-$abi")
+	for part in binary modules base; do
+		apt-cache show "linux-$part-$abi" >/dev/null 2>&1 && kpkgs+=("linux-$part-$abi")
+	done
+	(cd "$tmp" && chown _apt "$tmp" 2>/dev/null; apt-get download -q "${kpkgs[@]}" >/dev/null)
+	for deb in "$tmp"/*.deb; do
+		# The maintainer scripts (initramfs, bootloader) fail here and are
+		# not needed: virtme-ng boots the image directly.
+		dpkg-deb -x "$deb" /
+	done
+	depmod "$abi"
+fi
+cfg=$(kconfig_of "$abi") || die "kernel $abi has no config file"
+grep -q '^CONFIG_SCHED_CLASS_EXT=y' "$cfg" || die "kernel $abi lacks CONFIG_SCHED_CLASS_EXT=y"
+log "sched_ext kernel: $(kimage_of "$abi")"

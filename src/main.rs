@@ -1,0 +1,79 @@
+//! scx_latcfs loader: parse flags, check the machine, then load and run the
+//! BPF scheduler until Ctrl-C, SIGTERM or an exit from the kernel side.
+
+mod bpf_intf;
+mod bpf_skel;
+mod cli;
+mod preflight;
+mod sched;
+mod stats;
+
+use std::mem::MaybeUninit;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use log::info;
+
+fn init_logging(verbose: bool) -> Result<()> {
+    let level = if verbose {
+        simplelog::LevelFilter::Debug
+    } else {
+        simplelog::LevelFilter::Info
+    };
+    let config = simplelog::ConfigBuilder::new()
+        .set_time_level(simplelog::LevelFilter::Off)
+        .set_target_level(simplelog::LevelFilter::Off)
+        .set_thread_level(simplelog::LevelFilter::Off)
+        .build();
+    simplelog::WriteLogger::init(level, config, std::io::stderr()).context("setting up logging")
+}
+
+fn run(opts: cli::Opts) -> Result<()> {
+    preflight::check_root()?;
+    preflight::check_sched_ext(Path::new(preflight::SCHED_EXT_SYSFS))?;
+    init_logging(opts.verbose)?;
+    scx_utils::try_set_rlimit_infinity();
+
+    let shutdown = Arc::new(AtomicBool::new(false));
+    let flag = shutdown.clone();
+    ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
+        .context("installing the SIGINT/SIGTERM handler")?;
+
+    loop {
+        let mut open_object = MaybeUninit::uninit();
+        let mut sched = sched::Scheduler::init(&opts, &mut open_object)?;
+        let exit = sched.run(&shutdown)?;
+        if !exit.should_restart() {
+            return Ok(());
+        }
+        info!("the kernel asked for a restart; reloading");
+    }
+}
+
+fn main() -> ExitCode {
+    let opts = match cli::Opts::try_parse() {
+        Ok(o) => o,
+        Err(e) if !e.use_stderr() => {
+            // --help and --version
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            // One line: clap's first line says which flag and why.
+            let text = e.render().to_string();
+            eprintln!("scx_latcfs: {}", text.lines().next().unwrap_or("invalid arguments"));
+            return ExitCode::from(2);
+        }
+    };
+    match run(opts) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("scx_latcfs: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

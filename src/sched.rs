@@ -1,0 +1,98 @@
+//! Loading, attaching and running the BPF scheduler.
+
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use libbpf_rs::{MapCore, MapFlags, OpenObject};
+use log::info;
+use scx_utils::{scx_ops_attach, scx_ops_load, scx_ops_open, uei_exited, uei_report, UserExitInfo};
+
+use crate::bpf_skel::{BpfSkel, BpfSkelBuilder};
+use crate::cli::Opts;
+use crate::stats::{Counters, NAMES};
+
+/// How often the run loop looks at the exit state and the stop flag.
+const POLL: Duration = Duration::from_millis(100);
+
+pub struct Scheduler<'a> {
+    skel: BpfSkel<'a>,
+    /// The struct_ops link: dropping it detaches the scheduler.
+    link: Option<libbpf_rs::Link>,
+    stats_every: Option<Duration>,
+}
+
+impl<'a> Scheduler<'a> {
+    /// Open, configure, load (verify) and attach the BPF scheduler.
+    pub fn init(opts: &Opts, open_object: &'a mut MaybeUninit<OpenObject>) -> Result<Self> {
+        let mut builder = BpfSkelBuilder::default();
+        builder.obj_builder.debug(opts.verbose);
+        let mut skel = scx_ops_open!(builder, open_object, latcfs_ops, None::<libbpf_rs::libbpf_sys::bpf_object_open_opts>)?;
+
+        let t = opts.tunables();
+        let rodata = skel
+            .maps
+            .rodata_data
+            .as_mut()
+            .context("BPF object has no read-only data section")?;
+        rodata.slice_ns = t.slice_ns;
+        rodata.slice_lag_ns = t.slice_lag_ns;
+
+        let mut skel = scx_ops_load!(skel, latcfs_ops, uei)?;
+        let link = scx_ops_attach!(skel, latcfs_ops)?;
+        info!(
+            "scx_latcfs {} attached: slice {}us, sleeper credit {}us",
+            crate::cli::VERSION,
+            opts.slice_us,
+            opts.slice_lag_us
+        );
+        Ok(Self {
+            skel,
+            link: Some(link),
+            stats_every: opts.stats,
+        })
+    }
+
+    /// Sum every counter over CPUs.
+    fn counters(&self) -> Result<Counters> {
+        let mut c = Counters::default();
+        for (idx, slot) in c.0.iter_mut().enumerate() {
+            let key = (idx as u32).to_ne_bytes();
+            let per_cpu = self
+                .skel
+                .maps
+                .stats
+                .lookup_percpu(&key, MapFlags::ANY)
+                .with_context(|| format!("reading stats counter {}", NAMES[idx]))?
+                .unwrap_or_default();
+            *slot = per_cpu
+                .iter()
+                .filter_map(|v| v.get(..8))
+                .map(|b| u64::from_ne_bytes(b.try_into().unwrap_or([0; 8])))
+                .sum();
+        }
+        Ok(c)
+    }
+
+    /// Run until `shutdown` is set or the kernel ends the scheduler; then
+    /// detach and return why it ended (an error if the BPF side failed).
+    pub fn run(&mut self, shutdown: &Arc<AtomicBool>) -> Result<UserExitInfo> {
+        let mut last = self.counters()?;
+        let mut next_stats = self.stats_every.map(|d| Instant::now() + d);
+        while !shutdown.load(Ordering::Relaxed) && !uei_exited!(&self.skel, uei) {
+            std::thread::sleep(POLL);
+            if let (Some(due), Some(every)) = (next_stats, self.stats_every) {
+                if Instant::now() >= due {
+                    let now = self.counters()?;
+                    println!("{}", now.since(&last).line());
+                    last = now;
+                    next_stats = Some(due + every);
+                }
+            }
+        }
+        self.link.take();
+        uei_report!(&self.skel, uei)
+    }
+}

@@ -1,0 +1,67 @@
+//! The BPF side's event counters, as the loader reads and prints them.
+
+use crate::bpf_intf;
+
+/// Counter names in `enum latcfs_stat` order, as printed on the stats line.
+pub const NAMES: [&str; bpf_intf::latcfs_stat_LATCFS_NR_STATS as usize] = [
+    "enq",
+    "wakeup",
+    "direct",
+    "shared",
+    "keep",
+    "lag_clamp",
+];
+
+/// A snapshot of every counter, summed over CPUs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters(pub [u64; NAMES.len()]);
+
+impl Counters {
+    /// What happened between `earlier` and `self`.
+    pub fn since(&self, earlier: &Counters) -> Counters {
+        let mut d = Counters::default();
+        for (i, v) in d.0.iter_mut().enumerate() {
+            *v = self.0[i].wrapping_sub(earlier.0[i]);
+        }
+        d
+    }
+
+    /// One line, `name=value` pairs in counter order.
+    pub fn line(&self) -> String {
+        let fields: Vec<String> = NAMES
+            .iter()
+            .zip(self.0.iter())
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect();
+        format!("latcfs: {}", fields.join(" "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_bpf_enum() {
+        assert_eq!(NAMES[bpf_intf::latcfs_stat_LATCFS_STAT_ENQUEUE as usize], "enq");
+        assert_eq!(NAMES[bpf_intf::latcfs_stat_LATCFS_STAT_WAKEUP as usize], "wakeup");
+        assert_eq!(NAMES[bpf_intf::latcfs_stat_LATCFS_STAT_DIRECT as usize], "direct");
+        assert_eq!(NAMES[bpf_intf::latcfs_stat_LATCFS_STAT_SHARED as usize], "shared");
+        assert_eq!(NAMES[bpf_intf::latcfs_stat_LATCFS_STAT_KEEP as usize], "keep");
+        assert_eq!(
+            NAMES[bpf_intf::latcfs_stat_LATCFS_STAT_LAG_CLAMP as usize],
+            "lag_clamp"
+        );
+    }
+
+    #[test]
+    fn delta_and_line() {
+        let a = Counters([1, 2, 3, 4, 5, 6]);
+        let b = Counters([11, 2, 13, 4, 25, 7]);
+        assert_eq!(b.since(&a), Counters([10, 0, 10, 0, 20, 1]));
+        assert_eq!(
+            b.since(&a).line(),
+            "latcfs: enq=10 wakeup=0 direct=10 shared=0 keep=20 lag_clamp=1"
+        );
+    }
+}
