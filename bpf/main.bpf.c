@@ -18,8 +18,8 @@
  *   runnable (bound the sleeper credit) ──> enqueue ──> shared vtime DSQ
  *                                                          │
  *   dispatch (a CPU ran out of work) <── smallest vtime ───┘
- *      │ nothing queued and prev still runnable: prev keeps its CPU with a
- *      │ fresh slice, no context switch
+ *      │ prev still runnable and its vtime still the smallest (or nothing
+ *      │ else may run here): prev keeps its CPU with a fresh slice
  *      v
  *   running (note the start time) ──> stopping (charge weighted vtime)
  *
@@ -85,14 +85,37 @@ void BPF_STRUCT_OPS(latcfs_enqueue, struct task_struct *p, u64 enq_flags)
 	scx_bpf_dsq_insert_vtime(p, LATCFS_SHARED_DSQ, slice_ns, p->scx.dsq_vtime, enq_flags);
 }
 
+/*
+ * Should @prev, whose slice ran out but which is still runnable, keep its CPU?
+ *
+ * At dispatch time @prev is neither charged for the slice it just used (that
+ * happens in stopping()) nor back in the shared DSQ (that happens after a
+ * successor is picked). Pulling the queue's head unconditionally would
+ * therefore alternate strictly between two tasks sharing a CPU, whatever
+ * their weights. So compare @prev's up-to-date vtime with the head's, and
+ * keep @prev while it is still the most under-served.
+ */
+static __always_inline bool prev_leads_queue(struct task_struct *prev)
+{
+	struct task_struct *head;
+	struct task_ctx *tctx;
+
+	if (!(prev->scx.flags & SCX_TASK_QUEUED) || !(tctx = lookup_task_ctx(prev)))
+		return false;
+	head = __COMPAT_scx_bpf_dsq_peek(LATCFS_SHARED_DSQ);
+	return !head || !time_before(head->scx.dsq_vtime, vtime_current(prev, tctx));
+}
+
 void BPF_STRUCT_OPS(latcfs_dispatch, s32 cpu, struct task_struct *prev)
 {
-	if (scx_bpf_dsq_move_to_local(LATCFS_SHARED_DSQ, 0)) {
+	bool keep = prev && prev_leads_queue(prev);
+
+	if (!keep && scx_bpf_dsq_move_to_local(LATCFS_SHARED_DSQ, 0)) {
 		stat_inc(LATCFS_STAT_SHARED);
 		return;
 	}
 	/*
-	 * Nobody else wants this CPU: let the task that was running go on
+	 * Either @prev leads, or nothing queued may run here: let @prev go on
 	 * with a fresh slice instead of bouncing it through the queue.
 	 */
 	if (prev && (prev->scx.flags & SCX_TASK_QUEUED)) {

@@ -80,15 +80,25 @@ static __always_inline void vtime_start(struct task_struct *p, struct task_ctx *
 }
 
 /*
+ * @p's vtime including the time it has run since vtime_start() and not yet
+ * been charged for.
+ */
+static __always_inline u64 vtime_current(struct task_struct *p, struct task_ctx *tctx)
+{
+	u64 now = scx_bpf_now();
+
+	if (!tctx->last_run_at || now <= tctx->last_run_at)
+		return p->scx.dsq_vtime;
+	return p->scx.dsq_vtime + scale_by_weight_inverse(p, now - tctx->last_run_at);
+}
+
+/*
  * Charge the time @p ran since vtime_start(). This spans slice refills: a
  * task that kept its CPU through several slices pays for all of them.
  */
 static __always_inline void vtime_charge(struct task_struct *p, struct task_ctx *tctx)
 {
-	u64 now = scx_bpf_now();
-
-	if (tctx->last_run_at && now > tctx->last_run_at)
-		p->scx.dsq_vtime += scale_by_weight_inverse(p, now - tctx->last_run_at);
+	p->scx.dsq_vtime = vtime_current(p, tctx);
 	tctx->last_run_at = 0;
 }
 

@@ -3,7 +3,9 @@
 # VM tests on a Debian bookworm machine without sched_ext:
 #   - clang-19 and the -dev packages that libbpf-sys and the BPF build need;
 #   - hackbench (rt-tests) and stress-ng, the workloads the tests drive;
-#   - qemu-system-x86 from bookworm-backports and virtme-ng (PyPI, in a venv);
+#   - qemu-system-x86 from bookworm-backports and virtme-ng (PyPI, in a venv),
+#     plus udev, without which the guest cannot find its virtio console and
+#     the command's output and exit status are lost;
 #   - a Debian kernel with CONFIG_SCHED_CLASS_EXT=y from trixie-backports,
 #     chosen by query (newest generic amd64 flavour), extracted without its
 #     maintainer scripts, then depmod'ed.
@@ -60,7 +62,7 @@ fi
 
 # --- packages ----------------------------------------------------------------
 pkgs=(clang-19 llvm-19 libelf-dev zlib1g-dev pkg-config libclang-dev
-      rt-tests stress-ng kmod python3-venv util-linux procps)
+      rt-tests stress-ng kmod python3-venv util-linux procps udev)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")

@@ -1,0 +1,82 @@
+# Shared helpers for the in-guest test suites: a tiny test runner and the
+# start/stop of the scheduler under test. Sourced, not run.
+#
+# Each test is a shell function; `run_test NAME FUNC` runs it, prints
+# "ok - NAME" or "not ok - NAME: why", and `finish` prints the closing
+# "N passed, N failed" line and returns non-zero if anything failed.
+
+LATCFS=${LATCFS:-target/debug/scx_latcfs}
+SYSFS=/sys/kernel/sched_ext
+WORK=$(mktemp -d /tmp/latcfs-test.XXXXXX)
+PASSED=0
+FAILED=0
+FAILED_NAMES=()
+SCHED_PID=
+
+fail() { echo "$*" > "$WORK/why"; return 1; }
+
+run_test() {
+	local name=$1 fn=$2 t0=$SECONDS
+	rm -f "$WORK/why"
+	echo "--- $name"
+	if "$fn"; then
+		echo "ok - $name ($((SECONDS - t0))s)"
+		PASSED=$((PASSED + 1))
+	else
+		echo "not ok - $name: $(cat "$WORK/why" 2>/dev/null || echo 'failed')"
+		FAILED=$((FAILED + 1))
+		FAILED_NAMES+=("$name")
+		# A failed test must not leave its scheduler behind for the next.
+		[ -z "$SCHED_PID" ] || stop_sched TERM >/dev/null 2>&1
+	fi
+	return 0
+}
+
+finish() {
+	[ $FAILED -eq 0 ] || printf 'failed: %s\n' "${FAILED_NAMES[*]}"
+	echo "vm-tests: $PASSED passed, $FAILED failed"
+	[ $FAILED -eq 0 ]
+}
+
+state() { cat "$SYSFS/state" 2>/dev/null; }
+ops() { cat "$SYSFS/root/ops" 2>/dev/null; }
+
+# wait_for SECS CMD...: poll CMD every 0.2s until it succeeds or SECS pass.
+wait_for() {
+	local deadline=$((SECONDS + $1)); shift
+	until "$@"; do
+		[ $SECONDS -lt $deadline ] || return 1
+		sleep 0.2
+	done
+}
+
+is_attached() { [ "$(state)" = enabled ] && [[ "$(ops)" == latcfs* ]]; }
+is_detached() { [ "$(state)" = disabled ]; }
+
+# start_sched [FLAGS...]: start the scheduler in the background, its stdout
+# in $WORK/sched.out and stderr in $WORK/sched.err, and wait until the
+# kernel reports it attached.
+start_sched() {
+	"$LATCFS" "$@" > "$WORK/sched.out" 2> "$WORK/sched.err" &
+	SCHED_PID=$!
+	if ! wait_for 60 is_attached; then
+		fail "did not attach within 60s (state $(state)): $(tail -n3 "$WORK/sched.err" | tr '\n' ' ')"
+		return 1
+	fi
+}
+
+# stop_sched SIG: send SIG, wait for the loader; SCHED_RC holds its status.
+stop_sched() {
+	kill -"$1" "$SCHED_PID" 2>/dev/null
+	wait "$SCHED_PID"
+	SCHED_RC=$?
+	SCHED_PID=
+}
+
+# CPU time (utime+stime, in clock ticks) a process has used.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# The kernel log lines that mean the BPF scheduler failed.
+sched_ext_errors() {
+	dmesg | grep -iE 'sched_ext.*(error|stall|watchdog|fail)' || true
+}
