@@ -63,8 +63,13 @@ args=(--disable-kvm -r "$kernel" --cpus "$cpus" --memory "$memory" --user root
       --rwdir "$out" --exec "$cmd")
 [ -n "${LATCFS_QEMU_OPTS:-}" ] && args+=(--qemu-opts "$LATCFS_QEMU_OPTS")
 
-rc=0
-timeout --kill-after=30 "${LATCFS_VM_TIMEOUT:-3000}" "$vng" "${args[@]}" </dev/null || rc=$?
+# qemu reopens our stdout and stderr by path, which truncates them when they
+# are files and loses everything written before the boot: hand it pipes.
+set +e
+timeout --kill-after=30 "${LATCFS_VM_TIMEOUT:-3000}" "$vng" "${args[@]}" </dev/null \
+	2> >(cat >&2) | cat
+rc=${PIPESTATUS[0]}
+set -e
 case $rc in
 124|137) die "the VM ran past ${LATCFS_VM_TIMEOUT:-3000}s and was killed" ;;
 255) die "the VM failed to boot or lost its console (virtme-ng exit 255)" ;;

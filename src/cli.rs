@@ -14,8 +14,8 @@ pub const VERSION: &str = concat!(
     ")"
 );
 
-/// scx_latcfs: CFS-style weighted fair scheduling with latency control, as a
-/// sched_ext BPF scheduler.
+/// scx_latcfs: CFS-style weighted fair (vruntime) scheduling, as a sched_ext
+/// BPF scheduler.
 ///
 /// While it runs, every task on the machine is scheduled by it. It detaches on
 /// Ctrl-C or SIGTERM (exit 0), and the kernel falls back to its own fair

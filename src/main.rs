@@ -65,7 +65,10 @@ fn main() -> ExitCode {
         Err(e) => {
             // One line: clap's first line says which flag and why.
             let text = e.render().to_string();
-            eprintln!("scx_latcfs: {}", text.lines().next().unwrap_or("invalid arguments"));
+            eprintln!(
+                "scx_latcfs: {}",
+                text.lines().next().unwrap_or("invalid arguments")
+            );
             return ExitCode::from(2);
         }
     };

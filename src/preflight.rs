@@ -43,7 +43,8 @@ mod tests {
     use std::path::PathBuf;
 
     fn fake_sysfs(name: &str, state: Option<&str>, ops: Option<&str>) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("latcfs-preflight-{}-{name}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("latcfs-preflight-{}-{name}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(dir.join("root")).unwrap();
         if let Some(s) = state {

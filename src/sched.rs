@@ -29,7 +29,12 @@ impl<'a> Scheduler<'a> {
     pub fn init(opts: &Opts, open_object: &'a mut MaybeUninit<OpenObject>) -> Result<Self> {
         let mut builder = BpfSkelBuilder::default();
         builder.obj_builder.debug(opts.verbose);
-        let mut skel = scx_ops_open!(builder, open_object, latcfs_ops, None::<libbpf_rs::libbpf_sys::bpf_object_open_opts>)?;
+        let mut skel = scx_ops_open!(
+            builder,
+            open_object,
+            latcfs_ops,
+            None::<libbpf_rs::libbpf_sys::bpf_object_open_opts>
+        )?;
 
         let t = opts.tunables();
         let rodata = skel

@@ -3,14 +3,8 @@
 use crate::bpf_intf;
 
 /// Counter names in `enum latcfs_stat` order, as printed on the stats line.
-pub const NAMES: [&str; bpf_intf::latcfs_stat_LATCFS_NR_STATS as usize] = [
-    "enq",
-    "wakeup",
-    "direct",
-    "shared",
-    "keep",
-    "lag_clamp",
-];
+pub const NAMES: [&str; bpf_intf::latcfs_stat_LATCFS_NR_STATS as usize] =
+    ["enq", "wakeup", "direct", "shared", "keep", "lag_clamp"];
 
 /// A snapshot of every counter, summed over CPUs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -43,11 +37,26 @@ mod tests {
 
     #[test]
     fn names_follow_the_bpf_enum() {
-        assert_eq!(NAMES[bpf_intf::latcfs_stat_LATCFS_STAT_ENQUEUE as usize], "enq");
-        assert_eq!(NAMES[bpf_intf::latcfs_stat_LATCFS_STAT_WAKEUP as usize], "wakeup");
-        assert_eq!(NAMES[bpf_intf::latcfs_stat_LATCFS_STAT_DIRECT as usize], "direct");
-        assert_eq!(NAMES[bpf_intf::latcfs_stat_LATCFS_STAT_SHARED as usize], "shared");
-        assert_eq!(NAMES[bpf_intf::latcfs_stat_LATCFS_STAT_KEEP as usize], "keep");
+        assert_eq!(
+            NAMES[bpf_intf::latcfs_stat_LATCFS_STAT_ENQUEUE as usize],
+            "enq"
+        );
+        assert_eq!(
+            NAMES[bpf_intf::latcfs_stat_LATCFS_STAT_WAKEUP as usize],
+            "wakeup"
+        );
+        assert_eq!(
+            NAMES[bpf_intf::latcfs_stat_LATCFS_STAT_DIRECT as usize],
+            "direct"
+        );
+        assert_eq!(
+            NAMES[bpf_intf::latcfs_stat_LATCFS_STAT_SHARED as usize],
+            "shared"
+        );
+        assert_eq!(
+            NAMES[bpf_intf::latcfs_stat_LATCFS_STAT_KEEP as usize],
+            "keep"
+        );
         assert_eq!(
             NAMES[bpf_intf::latcfs_stat_LATCFS_STAT_LAG_CLAMP as usize],
             "lag_clamp"

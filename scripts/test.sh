@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Run every test: formatting and lints, the unit tests, then the VM tests.
+#
+# The VM tests need a sched_ext kernel. As root on a host whose own kernel
+# has sched_ext they run right here; anywhere else they run in one qemu
+# guest (scripts/vm-run.sh), which scripts/setup.sh must have prepared. If
+# the guest cannot boot, the VM tests fail: they are never skipped.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/lib.sh
+
+step() { printf '\n### %s\n' "$*"; }
+
+step "cargo fmt --check"
+cargo fmt --check
+step "cargo clippy"
+cargo clippy --locked --all-targets -- -D warnings
+step "unit tests"
+cargo test --locked
+step "build"
+cargo build --locked
+
+export LATCFS=target/debug/scx_latcfs
+if host_has_sched_ext; then
+	step "VM tests, on this host (its kernel has sched_ext)"
+	tests/vm/all.sh
+else
+	step "VM tests, in a qemu guest"
+	scripts/vm-run.sh -- tests/vm/all.sh
+fi
