@@ -139,6 +139,42 @@ test_sigterm_detaches() {
 	wait_for 10 is_detached || { fail "state is $(state) after SIGTERM"; return 1; }
 }
 
+test_kernel_exit_reported() {
+	# sysrq-S makes the kernel disable the BPF scheduler: the loader must
+	# say why and exit non-zero, and nothing may stay attached.
+	start_sched || return 1
+	echo S > /proc/sysrq-trigger
+	local pid=$SCHED_PID
+	wait_for 30 is_detached || { fail "state is $(state) after sysrq-S"; return 1; }
+	wait_for 10 eval '! kill -0 $pid 2>/dev/null' || { fail "the loader did not exit"; return 1; }
+	stop_sched INT
+	echo "  exit $SCHED_RC: $(grep -i exit "$WORK/sched.err" | tail -n1)"
+	[ "$SCHED_RC" -ne 0 ] || { fail "the loader exited 0 after the kernel disabled it"; return 1; }
+	grep -qi 'sysrq' "$WORK/sched.err" || { fail "no exit reason on stderr: $(tail -n2 "$WORK/sched.err" | tr '\n' ' ')"; return 1; }
+}
+
+test_hotplug_restart() {
+	# Taking a CPU offline ends a scheduler without hotplug callbacks with
+	# a restart request; the loader must load itself again, each time.
+	local cpu=/sys/devices/system/cpu/cpu1/online
+	[ -w $cpu ] || { fail "cpu1 cannot be taken offline here"; return 1; }
+	start_sched || return 1
+	local pid=$SCHED_PID
+	echo 0 > $cpu
+	sleep 1
+	wait_for 60 is_attached || { echo 1 > $cpu; fail "not attached again after cpu1 went offline (state $(state))"; return 1; }
+	echo 1 > $cpu
+	sleep 1
+	wait_for 60 is_attached || { fail "not attached again after cpu1 came back (state $(state))"; return 1; }
+	kill -0 $pid 2>/dev/null || { fail "the loader exited instead of restarting"; return 1; }
+	local restarts
+	restarts=$(grep -c 'asked for a restart' "$WORK/sched.err")
+	echo "  restarts: $restarts"
+	[ "$restarts" -ge 1 ] || { fail "no restart logged: $(tail -n3 "$WORK/sched.err" | tr '\n' ' ')"; return 1; }
+	stop_sched INT
+	[ "$SCHED_RC" -eq 0 ] || { fail "exit $SCHED_RC after the restarts"; return 1; }
+}
+
 echo "kernel $(uname -r), $(nproc) CPUs, binary $LATCFS"
 run_test "bad flag values are refused" test_bad_flags
 run_test "non-root is refused" test_not_root
@@ -151,4 +187,6 @@ run_test "stats counters move" test_stats_moved
 run_test "still attached, no sched_ext errors" test_no_kernel_errors
 run_test "SIGINT detaches with exit 0" test_sigint_detaches
 run_test "SIGTERM detaches with exit 0" test_sigterm_detaches
+run_test "a kernel-side exit is reported, exit non-zero" test_kernel_exit_reported
+run_test "CPU hotplug restarts the scheduler" test_hotplug_restart
 finish

@@ -12,6 +12,8 @@ PASSED=0
 FAILED=0
 FAILED_NAMES=()
 SCHED_PID=
+# Kernel log lines before this suite started: later checks look past them.
+DMESG_START=$(dmesg | wc -l)
 
 fail() { echo "$*" > "$WORK/why"; return 1; }
 
@@ -71,12 +73,15 @@ stop_sched() {
 	wait "$SCHED_PID"
 	SCHED_RC=$?
 	SCHED_PID=
+# Kernel log lines before this suite started: later checks look past them.
+DMESG_START=$(dmesg | wc -l)
 }
 
 # CPU time (utime+stime, in clock ticks) a process has used.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
-# The kernel log lines that mean the BPF scheduler failed.
+# The kernel log lines, since this suite started, that mean the BPF
+# scheduler failed.
 sched_ext_errors() {
-	dmesg | grep -iE 'sched_ext.*(error|stall|watchdog|fail)' || true
+	dmesg | tail -n +$((DMESG_START + 1)) | grep -iE 'sched_ext.*(error|stall|watchdog|fail)' || true
 }
