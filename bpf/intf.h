@@ -12,6 +12,69 @@ enum latcfs_consts {
 	LATCFS_WEIGHT_DFL	= 100,
 	/* id of the vtime-ordered DSQ that runnable tasks wait in */
 	LATCFS_SHARED_DSQ	= 0,
+	/* id of the DSQ of latency-sensitive tasks, ordered by vtime + offset */
+	LATCFS_LAT_DSQ		= 1,
+
+	/* latency nice range, as in the latency nice series */
+	LATCFS_LAT_NICE_MIN	= -20,
+	LATCFS_LAT_NICE_MAX	= 19,
+	/* latency nice levels per full latency offset (offset = range * nice / 20) */
+	LATCFS_LAT_NICE_SCALE	= 20,
+	/* bytes of a command name (TASK_COMM_LEN), the key of comm rules */
+	LATCFS_COMM_LEN		= 16,
+	/* cgroup levels searched upwards for a latency nice rule */
+	LATCFS_CGROUP_MAX_DEPTH	= 16,
+};
+
+/* What a latency nice rule in the lat_rules map applies to. */
+enum latcfs_rule_kind {
+	/* every thread of process (tgid) id */
+	LATCFS_RULE_PID		= 1,
+	/* every task in cgroup id (its cgroup v2 inode number) and below */
+	LATCFS_RULE_CGROUP	= 2,
+};
+
+struct latcfs_rule_key {
+	unsigned long long	id;
+	unsigned int		kind;	/* enum latcfs_rule_kind */
+	unsigned int		pad;
+};
+
+/*
+ * Single entry of the lat_ctl map. Whoever changes a rule bumps gen; each
+ * task notices at its next run and looks its latency nice up again.
+ */
+struct latcfs_lat_ctl {
+	unsigned long long	gen;
+};
+
+/*
+ * Per-task scheduler state, in BPF task storage. The loader reads it by pidfd
+ * for `scx_latcfs latency-nice get`.
+ */
+struct task_ctx {
+	/* when the task last started running, for charging its vtime */
+	unsigned long long	last_run_at;
+	/*
+	 * Latency offset in weighted ns (latency.bpf.h): negative for
+	 * latency-sensitive tasks, 0 at latency nice 0.
+	 */
+	long long		lat_offset;
+	/*
+	 * Offset folded into p->scx.dsq_vtime while the task waits in the
+	 * latency DSQ, which is ordered by vtime + offset; taken out again
+	 * before the vtime is used or charged.
+	 */
+	long long		lat_bias;
+	/* lat_ctl.gen when the latency nice below was looked up */
+	unsigned long long	lat_gen;
+	/* effective latency nice */
+	signed char		lat_nice;
+	/* a per-task latency nice (pid or comm rule, or inherited at fork) */
+	signed char		own_nice;
+	_Bool			has_own;
+	/* counted in nr_lat_tasks (latency.bpf.h) */
+	_Bool			lat_counted;
 };
 
 /*
@@ -31,6 +94,14 @@ enum latcfs_stat {
 	LATCFS_STAT_KEEP,
 	/* wakeups whose vtime was clamped by the sleeper-credit bound */
 	LATCFS_STAT_LAG_CLAMP,
+	/* tasks moved from the latency DSQ to a CPU's local DSQ */
+	LATCFS_STAT_LAT_DISPATCH,
+	/* latency-sensitive wakeups that preempted the running task */
+	LATCFS_STAT_LAT_PREEMPT,
+	/* picks where the latency head was too far ahead of the fair head */
+	LATCFS_STAT_LAT_REFUSED,
+	/* picks where the starvation guard made the fair head go first */
+	LATCFS_STAT_LAT_GUARD,
 	LATCFS_NR_STATS,
 };
 

@@ -4,35 +4,46 @@
  *
  * Design overview
  * ---------------
- * Runnable tasks wait in one shared DSQ ordered by weighted virtual time
+ * Runnable tasks wait in a shared DSQ ordered by weighted virtual time
  * (vruntime.bpf.h): the task that has received the least CPU relative to its
  * weight runs next, so nice levels translate into CPU shares. A waking task's
  * sleeper credit is bounded by slice_lag_ns so that long sleepers cannot
  * monopolise a CPU after they wake.
+ *
+ * Latency nice (latency.bpf.h) changes the order of service, never the share:
+ * latency-sensitive tasks wait in a second DSQ ordered by vtime + a negative
+ * offset, are picked ahead of the fair head while within budget of it, and
+ * preempt the running task when they wake far enough ahead of it. While every
+ * task is at latency nice 0 none of that runs.
  *
  * Life of a task:
  *
  *   wakeup ──> select_cpu: idle CPU found? ── yes ──> that CPU's local DSQ
  *                  │ no
  *                  v
- *   runnable (bound the sleeper credit) ──> enqueue ──> shared vtime DSQ
- *                                                          │
- *   dispatch (a CPU ran out of work) <── smallest vtime ───┘
- *      │ prev still runnable and its vtime still the smallest (or nothing
- *      │ else may run here): prev keeps its CPU with a fresh slice
+ *   runnable (bound the sleeper credit)
+ *      │
+ *   enqueue ──> latency-sensitive and far ahead of the CPU's current task?
+ *      │             └─ yes: preempt it (local DSQ, SCX_ENQ_PREEMPT)
+ *      ├──> latency-sensitive: latency DSQ (vtime + offset)
+ *      └──> otherwise:         shared DSQ (vtime)
+ *                                   │
+ *   dispatch (a CPU ran out of work) <── latency head if within budget of
+ *      │                                 the fair head, else fair head
+ *      │ prev still runnable and still first in line (or nothing else may
+ *      │ run here): prev keeps its CPU with a fresh slice
  *      v
  *   running (note the start time) ──> stopping (charge weighted vtime)
  *
  * Correctness under the sched_ext rules is left to the core where it is
- * already right: tasks with restricted affinity sit in the shared DSQ until a
- * CPU they may use pulls them (scx_bpf_dsq_move_to_local() skips tasks that
- * cannot run on the calling CPU); migration-disabled and exiting tasks are
+ * already right: tasks with restricted affinity sit in a DSQ until a CPU they
+ * may use pulls them (scx_bpf_dsq_move_to_local() skips tasks that cannot
+ * run on the calling CPU); migration-disabled and exiting tasks are
  * dispatched locally by the core because we do not set
  * SCX_OPS_ENQ_MIGRATION_DISABLED or SCX_OPS_ENQ_EXITING.
  */
 #include <scx/common.bpf.h>
 #include "intf.h"
-#include "vruntime.bpf.h"
 
 char _license[] SEC("license") = "GPL";
 
@@ -52,6 +63,9 @@ static __always_inline void stat_inc(u32 idx)
 	if (cnt)
 		(*cnt)++;
 }
+
+#include "vruntime.bpf.h"
+#include "latency.bpf.h"
 
 s32 BPF_STRUCT_OPS(latcfs_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 {
@@ -79,9 +93,40 @@ void BPF_STRUCT_OPS(latcfs_runnable, struct task_struct *p, u64 enq_flags)
 		stat_inc(LATCFS_STAT_LAG_CLAMP);
 }
 
+/*
+ * Queue @p according to its latency nice. Returns false if it should take
+ * the plain fair path.
+ */
+static bool lat_enqueue(struct task_struct *p, u64 enq_flags)
+{
+	struct task_ctx *tctx = lookup_task_ctx(p);
+
+	if (!tctx)
+		return false;
+	lat_unbias(p, tctx);
+	if (!tctx->lat_offset)
+		return false;
+	if (tctx->lat_offset > 0) {
+		/* Throughput over latency: a longer slice, fair order. */
+		scx_bpf_dsq_insert_vtime(p, LATCFS_SHARED_DSQ, slice_ns + tctx->lat_offset,
+					 p->scx.dsq_vtime, enq_flags);
+		return true;
+	}
+	if ((enq_flags & SCX_ENQ_WAKEUP) && lat_wakeup_preempt(p, tctx, enq_flags)) {
+		stat_inc(LATCFS_STAT_LAT_PREEMPT);
+		return true;
+	}
+	tctx->lat_bias = tctx->lat_offset;
+	scx_bpf_dsq_insert_vtime(p, LATCFS_LAT_DSQ, slice_ns,
+				 p->scx.dsq_vtime + tctx->lat_offset, enq_flags);
+	return true;
+}
+
 void BPF_STRUCT_OPS(latcfs_enqueue, struct task_struct *p, u64 enq_flags)
 {
 	stat_inc(LATCFS_STAT_ENQUEUE);
+	if (nr_lat_tasks && lat_enqueue(p, enq_flags))
+		return;
 	scx_bpf_dsq_insert_vtime(p, LATCFS_SHARED_DSQ, slice_ns, p->scx.dsq_vtime, enq_flags);
 }
 
@@ -89,31 +134,92 @@ void BPF_STRUCT_OPS(latcfs_enqueue, struct task_struct *p, u64 enq_flags)
  * Should @prev, whose slice ran out but which is still runnable, keep its CPU?
  *
  * At dispatch time @prev is neither charged for the slice it just used (that
- * happens in stopping()) nor back in the shared DSQ (that happens after a
- * successor is picked). Pulling the queue's head unconditionally would
- * therefore alternate strictly between two tasks sharing a CPU, whatever
- * their weights. So compare @prev's up-to-date vtime with the head's, and
- * keep @prev while it is still the most under-served.
+ * happens in stopping()) nor back in a DSQ (that happens after a successor
+ * is picked). Pulling the queue's head unconditionally would therefore
+ * alternate strictly between two tasks sharing a CPU, whatever their weights.
+ * So compare @prev's up-to-date vtime with the fair head's, and its key with
+ * the latency head's, and keep @prev while it is still first in line.
  */
 static __always_inline bool prev_leads_queue(struct task_struct *prev)
 {
 	struct task_struct *head;
 	struct task_ctx *tctx;
+	u64 vtime;
 
 	if (!(prev->scx.flags & SCX_TASK_QUEUED) || !(tctx = lookup_task_ctx(prev)))
 		return false;
+	vtime = vtime_current(prev, tctx);
 	head = __COMPAT_scx_bpf_dsq_peek(LATCFS_SHARED_DSQ);
-	return !head || !time_before(head->scx.dsq_vtime, vtime_current(prev, tctx));
+	if (head && time_before(head->scx.dsq_vtime, vtime))
+		return false;
+	if (!nr_lat_tasks)
+		return true;
+	/* latency DSQ tasks carry their key in dsq_vtime */
+	head = __COMPAT_scx_bpf_dsq_peek(LATCFS_LAT_DSQ);
+	return !head || !time_before(head->scx.dsq_vtime, vtime + tctx->lat_offset);
+}
+
+static __always_inline bool consume_fair(void)
+{
+	if (!scx_bpf_dsq_move_to_local(LATCFS_SHARED_DSQ, 0))
+		return false;
+	stat_inc(LATCFS_STAT_SHARED);
+	return true;
+}
+
+static __always_inline bool consume_latency(void)
+{
+	if (!scx_bpf_dsq_move_to_local(LATCFS_LAT_DSQ, 0))
+		return false;
+	stat_inc(LATCFS_STAT_LAT_DISPATCH);
+	return true;
+}
+
+/*
+ * Pick between the latency head and the fair head (see latency.bpf.h):
+ * the latency head goes first while its key is within wakeup_gran_ns of the
+ * fair head's vtime and the fair head has not been bypassed for longer than
+ * lat_budget_ns.
+ */
+static bool consume_lat_or_fair(void)
+{
+	struct task_struct *lat, *fair;
+	u64 now;
+
+	lat = __COMPAT_scx_bpf_dsq_peek(LATCFS_LAT_DSQ);
+	if (!lat)
+		return consume_fair();
+	fair = __COMPAT_scx_bpf_dsq_peek(LATCFS_SHARED_DSQ);
+	if (!fair) {
+		fair_bypassed_at = 0;
+		return consume_latency() || consume_fair();
+	}
+	if (time_before(fair->scx.dsq_vtime + wakeup_gran_ns, lat->scx.dsq_vtime)) {
+		stat_inc(LATCFS_STAT_LAT_REFUSED);
+		goto fair_first;
+	}
+	now = scx_bpf_now();
+	if (!fair_bypassed_at) {
+		fair_bypassed_at = now;
+	} else if (now - fair_bypassed_at > lat_budget_ns) {
+		stat_inc(LATCFS_STAT_LAT_GUARD);
+		goto fair_first;
+	}
+	return consume_latency() || consume_fair();
+fair_first:
+	if (consume_fair()) {
+		fair_bypassed_at = 0;
+		return true;
+	}
+	return consume_latency();
 }
 
 void BPF_STRUCT_OPS(latcfs_dispatch, s32 cpu, struct task_struct *prev)
 {
 	bool keep = prev && prev_leads_queue(prev);
 
-	if (!keep && scx_bpf_dsq_move_to_local(LATCFS_SHARED_DSQ, 0)) {
-		stat_inc(LATCFS_STAT_SHARED);
+	if (!keep && (nr_lat_tasks ? consume_lat_or_fair() : consume_fair()))
 		return;
-	}
 	/*
 	 * Either @prev leads, or nothing queued may run here: let @prev go on
 	 * with a fresh slice instead of bouncing it through the queue.
@@ -128,8 +234,14 @@ void BPF_STRUCT_OPS(latcfs_running, struct task_struct *p)
 {
 	struct task_ctx *tctx = lookup_task_ctx(p);
 
-	if (tctx)
-		vtime_start(p, tctx);
+	if (!tctx)
+		return;
+	lat_unbias(p, tctx);
+	vtime_start(p, tctx);
+	lat_refresh(p, tctx);
+	lat_uncount(tctx);
+	if (nr_lat_tasks)
+		lat_note_curr(tctx);
 }
 
 void BPF_STRUCT_OPS(latcfs_stopping, struct task_struct *p, bool runnable)
@@ -148,14 +260,63 @@ void BPF_STRUCT_OPS(latcfs_enable, struct task_struct *p)
 
 s32 BPF_STRUCT_OPS(latcfs_init_task, struct task_struct *p, struct scx_init_task_args *args)
 {
-	if (!bpf_task_storage_get(&task_ctx_stor, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE))
+	struct task_ctx *tctx, *parent;
+
+	tctx = bpf_task_storage_get(&task_ctx_stor, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!tctx)
 		return -ENOMEM;
+	if (args->fork) {
+		/* A child inherits its creator's per-task latency nice. */
+		parent = lookup_task_ctx(bpf_get_current_task_btf());
+		if (parent && parent->has_own) {
+			tctx->own_nice = parent->own_nice;
+			tctx->has_own = true;
+		}
+	}
+	lat_resolve(p, tctx, args->cgroup);
+	return 0;
+}
+
+void BPF_STRUCT_OPS(latcfs_exit_task, struct task_struct *p, struct scx_exit_task_args *args)
+{
+	struct task_ctx *tctx = lookup_task_ctx(p);
+
+	if (tctx && tctx->lat_counted) {
+		tctx->lat_counted = false;
+		__sync_fetch_and_sub(&nr_lat_tasks, 1);
+	}
+}
+
+void BPF_STRUCT_OPS(latcfs_cgroup_move, struct task_struct *p, struct cgroup *from,
+		    struct cgroup *to)
+{
+	struct task_ctx *tctx = lookup_task_ctx(p);
+
+	/* A per-task value travels with the task; otherwise the new cgroup's applies. */
+	if (tctx)
+		lat_resolve(p, tctx, to);
+}
+
+/* Comm rules apply from the moment a task execs a matching program. */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(latcfs_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	struct task_ctx *tctx = lookup_task_ctx(p);
+	s32 nice;
+
+	if (tctx && lat_comm_rule(p, &nice)) {
+		tctx->own_nice = nice;
+		tctx->has_own = true;
+		lat_set(tctx, nice);
+	}
 	return 0;
 }
 
 s32 BPF_STRUCT_OPS_SLEEPABLE(latcfs_init)
 {
-	return scx_bpf_create_dsq(LATCFS_SHARED_DSQ, -1);
+	s32 ret = scx_bpf_create_dsq(LATCFS_SHARED_DSQ, -1);
+
+	return ret ?: scx_bpf_create_dsq(LATCFS_LAT_DSQ, -1);
 }
 
 void BPF_STRUCT_OPS(latcfs_exit, struct scx_exit_info *ei)
@@ -172,6 +333,8 @@ SCX_OPS_DEFINE(latcfs_ops,
 	       .stopping		= (void *)latcfs_stopping,
 	       .enable			= (void *)latcfs_enable,
 	       .init_task		= (void *)latcfs_init_task,
+	       .exit_task		= (void *)latcfs_exit_task,
+	       .cgroup_move		= (void *)latcfs_cgroup_move,
 	       .init			= (void *)latcfs_init,
 	       .exit			= (void *)latcfs_exit,
 	       .name			= "latcfs");

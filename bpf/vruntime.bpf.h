@@ -21,6 +21,8 @@
 #ifndef __LATCFS_VRUNTIME_BPF_H
 #define __LATCFS_VRUNTIME_BPF_H
 
+#include "task.bpf.h"
+
 /* Base time slice a task gets each time it is dispatched (--slice-us). */
 const volatile u64 slice_ns = 3ULL * 1000 * 1000;
 
@@ -32,24 +34,6 @@ const volatile u64 slice_lag_ns = 3ULL * 1000 * 1000;
 
 /* vtime of the most recently started task: the queue's current vtime. */
 static u64 vtime_now;
-
-/* Per-task scheduling state. */
-struct task_ctx {
-	/* when the task last started running, for charging its vtime */
-	u64 last_run_at;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct task_ctx);
-} task_ctx_stor SEC(".maps");
-
-static __always_inline struct task_ctx *lookup_task_ctx(struct task_struct *p)
-{
-	return bpf_task_storage_get(&task_ctx_stor, p, 0, 0);
-}
 
 /* Weighted vtime that @delta_ns of wall time is worth to @p. */
 static __always_inline u64 scale_by_weight_inverse(struct task_struct *p, u64 delta_ns)

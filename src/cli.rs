@@ -3,9 +3,12 @@
 //! Every range is enforced by clap while parsing, so a bad value is refused
 //! before anything is opened or loaded.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{Args, Parser, Subcommand};
+
+use crate::latency::{self, Rule, Target};
 
 pub const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
@@ -14,14 +17,80 @@ pub const VERSION: &str = concat!(
     ")"
 );
 
-/// scx_latcfs: CFS-style weighted fair (vruntime) scheduling, as a sched_ext
-/// BPF scheduler.
+/// scx_latcfs: CFS-style weighted fair (vruntime) scheduling with latency
+/// nice, as a sched_ext BPF scheduler.
 ///
 /// While it runs, every task on the machine is scheduled by it. It detaches on
 /// Ctrl-C or SIGTERM (exit 0), and the kernel falls back to its own fair
 /// class. Needs root and a kernel built with CONFIG_SCHED_CLASS_EXT=y.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "scx_latcfs", version = VERSION, about, long_about)]
+#[command(name = "scx_latcfs", version = VERSION, about, long_about,
+          args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    #[command(flatten)]
+    pub opts: Opts,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum Command {
+    /// Read or change latency nice in the running instance, without a
+    /// restart.
+    #[command(subcommand)]
+    LatencyNice(LatencyNiceCmd),
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum LatencyNiceCmd {
+    /// Set the latency nice of a process (all its threads), a cgroup (and
+    /// its descendants) or a command name. Tasks pick it up at their next
+    /// run.
+    Set {
+        #[command(flatten)]
+        target: TargetArgs,
+        /// Latency nice, -20 (most latency-sensitive) to 19.
+        #[arg(allow_negative_numbers = true, value_parser = latency::parse_nice)]
+        value: i32,
+    },
+    /// Print the latency nice the running scheduler gives a process.
+    Get {
+        /// The process.
+        #[arg(long)]
+        pid: u32,
+    },
+}
+
+#[derive(Debug, Clone, Args)]
+#[group(required = true, multiple = false)]
+pub struct TargetArgs {
+    /// A process: every thread of it, and the children it forks later.
+    #[arg(long)]
+    pid: Option<u32>,
+    /// A cgroup v2 directory, e.g. /sys/fs/cgroup/fg: every task in it and
+    /// in its descendants without a per-task value.
+    #[arg(long, value_name = "PATH")]
+    cgroup: Option<PathBuf>,
+    /// A command name (as in /proc/PID/comm): tasks running it now, and
+    /// from their next exec on.
+    #[arg(long, value_name = "NAME", value_parser = latency::parse_comm)]
+    comm: Option<String>,
+}
+
+impl TargetArgs {
+    pub fn target(&self) -> Target {
+        match (self.pid, &self.cgroup, &self.comm) {
+            (Some(pid), _, _) => Target::Pid(pid),
+            (_, Some(path), _) => Target::Cgroup(path.clone()),
+            (_, _, Some(comm)) => Target::Comm(comm.clone()),
+            // clap's group makes exactly one of them present
+            (None, None, None) => Target::Pid(0),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Args)]
 pub struct Opts {
     /// Base time slice, in microseconds: how long a task runs before the next
     /// task in vruntime order may take its CPU. A task alone on its CPU gets
@@ -37,6 +106,35 @@ pub struct Opts {
     #[arg(long, value_name = "US", default_value_t = 3000,
           value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub slice_lag_us: u64,
+
+    /// Latency nice rule, repeatable: TARGET=VALUE. TARGET is a cgroup v2
+    /// path (every task in it and its descendants; the cpu controller must
+    /// be enabled for it), pid:N (every thread of process N) or comm:NAME
+    /// (tasks running a program of that name); VALUE is -20 (most
+    /// latency-sensitive) to 19. Example: --latency-nice /sys/fs/cgroup/fg=-20
+    #[arg(long = "latency-nice", value_name = "TARGET=VALUE")]
+    pub latency_nice: Vec<Rule>,
+
+    /// Latency offset at latency nice -20, in microseconds of weighted
+    /// runtime; each level is 1/20 of it (offset = this * nice / 20). It
+    /// decides how far ahead of its fair turn a latency-sensitive task is
+    /// served, and how long a +19 task's slice grows. Range 100-100000.
+    #[arg(long, value_name = "US", default_value_t = 6000,
+          value_parser = clap::value_parser!(u64).range(100..=100_000))]
+    pub latency_us: u64,
+
+    /// Wakeup granularity, in microseconds: how far a latency-sensitive
+    /// task's key must beat another's to be served first or to preempt it.
+    /// Range 0-100000.
+    #[arg(long, value_name = "US", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(0..=100_000))]
+    pub wakeup_gran_us: u64,
+
+    /// Starvation guard, in microseconds: the longest the latency queue may
+    /// keep bypassing the head of the fair queue. Range 1000-1000000.
+    #[arg(long, value_name = "US", default_value_t = 20_000,
+          value_parser = clap::value_parser!(u64).range(1000..=1_000_000))]
+    pub latency_budget_us: u64,
 
     /// Print a line of scheduler counters every SECS seconds (fractions
     /// allowed, 0.1-3600). Off by default.
@@ -63,6 +161,9 @@ fn parse_interval(s: &str) -> Result<Duration, String> {
 pub struct BpfTunables {
     pub slice_ns: u64,
     pub slice_lag_ns: u64,
+    pub latency_range_ns: u64,
+    pub wakeup_gran_ns: u64,
+    pub lat_budget_ns: u64,
 }
 
 impl Opts {
@@ -70,6 +171,9 @@ impl Opts {
         BpfTunables {
             slice_ns: self.slice_us * 1000,
             slice_lag_ns: self.slice_lag_us * 1000,
+            latency_range_ns: self.latency_us * 1000,
+            wakeup_gran_ns: self.wakeup_gran_us * 1000,
+            lat_budget_ns: self.latency_budget_us * 1000,
         }
     }
 }
@@ -79,13 +183,17 @@ mod tests {
     use super::*;
     use clap::CommandFactory;
 
+    fn parse_cli(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("scx_latcfs").chain(args.iter().copied()))
+    }
+
     fn parse(args: &[&str]) -> Result<Opts, clap::Error> {
-        Opts::try_parse_from(std::iter::once("scx_latcfs").chain(args.iter().copied()))
+        parse_cli(args).map(|c| c.opts)
     }
 
     #[test]
     fn command_is_well_formed() {
-        Opts::command().debug_assert();
+        Cli::command().debug_assert();
     }
 
     #[test]
@@ -95,7 +203,10 @@ mod tests {
             t,
             BpfTunables {
                 slice_ns: 3_000_000,
-                slice_lag_ns: 3_000_000
+                slice_lag_ns: 3_000_000,
+                latency_range_ns: 6_000_000,
+                wakeup_gran_ns: 1_000_000,
+                lat_budget_ns: 20_000_000,
             }
         );
     }
@@ -145,5 +256,51 @@ mod tests {
         assert!(parse(&["-v"]).unwrap().verbose);
         assert!(parse(&["--verbose"]).unwrap().verbose);
         assert!(parse(&["--bogus"]).is_err());
+    }
+
+    #[test]
+    fn latency_flags() {
+        let o = parse(&[
+            "--latency-nice",
+            "/sys/fs/cgroup/fg=-20",
+            "--latency-nice",
+            "pid:1=5",
+            "--latency-us",
+            "2000",
+            "--wakeup-gran-us",
+            "0",
+            "--latency-budget-us",
+            "5000",
+        ])
+        .unwrap();
+        assert_eq!(o.latency_nice.len(), 2);
+        assert_eq!(o.latency_nice[0].nice, -20);
+        let t = o.tunables();
+        assert_eq!(t.latency_range_ns, 2_000_000);
+        assert_eq!(t.wakeup_gran_ns, 0);
+        assert_eq!(t.lat_budget_ns, 5_000_000);
+        assert!(parse(&["--latency-nice", "/x=-21"]).is_err());
+        assert!(parse(&["--latency-us", "99"]).is_err());
+        assert!(parse(&["--latency-budget-us", "999"]).is_err());
+    }
+
+    #[test]
+    fn latency_nice_subcommand() {
+        let c = parse_cli(&["latency-nice", "set", "--pid", "7", "-20"]).unwrap();
+        let Some(Command::LatencyNice(LatencyNiceCmd::Set { target, value })) = c.command else {
+            panic!("not parsed as set")
+        };
+        assert_eq!(value, -20);
+        assert_eq!(target.target(), Target::Pid(7));
+        let c = parse_cli(&["latency-nice", "set", "--cgroup", "/sys/fs/cgroup/x", "19"]).unwrap();
+        assert!(matches!(
+            c.command,
+            Some(Command::LatencyNice(LatencyNiceCmd::Set { value: 19, .. }))
+        ));
+        assert!(parse_cli(&["latency-nice", "set", "--pid", "7", "-21"]).is_err());
+        assert!(parse_cli(&["latency-nice", "set", "-5"]).is_err());
+        assert!(parse_cli(&["latency-nice", "set", "--pid", "1", "--comm", "x", "0"]).is_err());
+        assert!(parse_cli(&["--stats", "1", "latency-nice", "get", "--pid", "1"]).is_err());
+        assert!(parse_cli(&["latency-nice", "get", "--pid", "1"]).is_ok());
     }
 }

@@ -4,6 +4,7 @@
 mod bpf_intf;
 mod bpf_skel;
 mod cli;
+mod latency;
 mod preflight;
 mod sched;
 mod stats;
@@ -35,6 +36,17 @@ fn init_logging(verbose: bool) -> Result<()> {
 fn run(opts: cli::Opts) -> Result<()> {
     preflight::check_root()?;
     preflight::check_sched_ext(Path::new(preflight::SCHED_EXT_SYSFS))?;
+    // Resolve every rule's target before anything is loaded.
+    let rules = opts
+        .latency_nice
+        .iter()
+        .map(|r| {
+            r.target
+                .key()
+                .map(|k| (k, r.nice))
+                .with_context(|| format!("--latency-nice {}", r.target))
+        })
+        .collect::<Result<Vec<_>>>()?;
     init_logging(opts.verbose)?;
     scx_utils::try_set_rlimit_infinity();
 
@@ -45,7 +57,7 @@ fn run(opts: cli::Opts) -> Result<()> {
 
     loop {
         let mut open_object = MaybeUninit::uninit();
-        let mut sched = sched::Scheduler::init(&opts, &mut open_object)?;
+        let mut sched = sched::Scheduler::init(&opts, &rules, &mut open_object)?;
         let exit = sched.run(&shutdown)?;
         if !exit.should_restart() {
             return Ok(());
@@ -54,8 +66,26 @@ fn run(opts: cli::Opts) -> Result<()> {
     }
 }
 
+/// `scx_latcfs latency-nice ...`: talk to the running instance.
+fn latency_nice(cmd: cli::LatencyNiceCmd) -> Result<()> {
+    preflight::check_root()?;
+    let pinned = latency::Pinned::open()?;
+    match cmd {
+        cli::LatencyNiceCmd::Set { target, value } => {
+            let target = target.target();
+            let key = target.key()?;
+            let maps = pinned.rule_maps();
+            maps.set(&key, value)?;
+            maps.bump_gen()?;
+            println!("latency nice of {target} set to {value}");
+        }
+        cli::LatencyNiceCmd::Get { pid } => println!("{}", pinned.task_nice(pid)?),
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
-    let opts = match cli::Opts::try_parse() {
+    let cli = match cli::Cli::try_parse() {
         Ok(o) => o,
         Err(e) if !e.use_stderr() => {
             // --help and --version
@@ -72,7 +102,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match run(opts) {
+    let res = match cli.command {
+        Some(cli::Command::LatencyNice(cmd)) => latency_nice(cmd),
+        None => run(cli.opts),
+    };
+    match res {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("scx_latcfs: {e:#}");

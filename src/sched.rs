@@ -12,6 +12,7 @@ use scx_utils::{scx_ops_attach, scx_ops_load, scx_ops_open, uei_exited, uei_repo
 
 use crate::bpf_skel::{BpfSkel, BpfSkelBuilder};
 use crate::cli::Opts;
+use crate::latency::{Key, Pins, RuleMaps};
 use crate::stats::{Counters, NAMES};
 
 /// How often the run loop looks at the exit state and the stop flag.
@@ -21,12 +22,18 @@ pub struct Scheduler<'a> {
     skel: BpfSkel<'a>,
     /// The struct_ops link: dropping it detaches the scheduler.
     link: Option<libbpf_rs::Link>,
+    /// The maps `scx_latcfs latency-nice` reaches us through; unpinned on drop.
+    _pins: Pins,
     stats_every: Option<Duration>,
 }
 
 impl<'a> Scheduler<'a> {
     /// Open, configure, load (verify) and attach the BPF scheduler.
-    pub fn init(opts: &Opts, open_object: &'a mut MaybeUninit<OpenObject>) -> Result<Self> {
+    pub fn init(
+        opts: &Opts,
+        rules: &[(Key, i32)],
+        open_object: &'a mut MaybeUninit<OpenObject>,
+    ) -> Result<Self> {
         let mut builder = BpfSkelBuilder::default();
         builder.obj_builder.debug(opts.verbose);
         let mut skel = scx_ops_open!(
@@ -44,8 +51,30 @@ impl<'a> Scheduler<'a> {
             .context("BPF object has no read-only data section")?;
         rodata.slice_ns = t.slice_ns;
         rodata.slice_lag_ns = t.slice_lag_ns;
+        rodata.latency_range_ns = t.latency_range_ns;
+        rodata.wakeup_gran_ns = t.wakeup_gran_ns;
+        rodata.lat_budget_ns = t.lat_budget_ns;
 
         let mut skel = scx_ops_load!(skel, latcfs_ops, uei)?;
+
+        // Rules go in before attaching, so that every task already has its
+        // latency nice when the scheduler takes it over.
+        let maps = RuleMaps {
+            rules: &skel.maps.lat_rules,
+            comm: &skel.maps.lat_comm,
+            ctl: &skel.maps.lat_ctl,
+        };
+        for (key, nice) in rules {
+            maps.set(key, *nice)?;
+        }
+        let m = &mut skel.maps;
+        let pins = Pins::create(&mut [
+            ("lat_rules", &mut m.lat_rules),
+            ("lat_comm", &mut m.lat_comm),
+            ("lat_ctl", &mut m.lat_ctl),
+            ("task_ctx_stor", &mut m.task_ctx_stor),
+        ])?;
+
         let link = scx_ops_attach!(skel, latcfs_ops)?;
         info!(
             "scx_latcfs {} attached: slice {}us, sleeper credit {}us",
@@ -56,6 +85,7 @@ impl<'a> Scheduler<'a> {
         Ok(Self {
             skel,
             link: Some(link),
+            _pins: pins,
             stats_every: opts.stats,
         })
     }

@@ -3,8 +3,18 @@
 use crate::bpf_intf;
 
 /// Counter names in `enum latcfs_stat` order, as printed on the stats line.
-pub const NAMES: [&str; bpf_intf::latcfs_stat_LATCFS_NR_STATS as usize] =
-    ["enq", "wakeup", "direct", "shared", "keep", "lag_clamp"];
+pub const NAMES: [&str; bpf_intf::latcfs_stat_LATCFS_NR_STATS as usize] = [
+    "enq",
+    "wakeup",
+    "direct",
+    "shared",
+    "keep",
+    "lag_clamp",
+    "lat_dispatch",
+    "lat_preempt",
+    "lat_refused",
+    "lat_guard",
+];
 
 /// A snapshot of every counter, summed over CPUs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -61,16 +71,21 @@ mod tests {
             NAMES[bpf_intf::latcfs_stat_LATCFS_STAT_LAG_CLAMP as usize],
             "lag_clamp"
         );
+        assert_eq!(
+            NAMES[bpf_intf::latcfs_stat_LATCFS_STAT_LAT_GUARD as usize],
+            "lat_guard"
+        );
     }
 
     #[test]
     fn delta_and_line() {
-        let a = Counters([1, 2, 3, 4, 5, 6]);
-        let b = Counters([11, 2, 13, 4, 25, 7]);
-        assert_eq!(b.since(&a), Counters([10, 0, 10, 0, 20, 1]));
+        let a = Counters([1, 2, 3, 4, 5, 6, 0, 0, 0, 0]);
+        let b = Counters([11, 2, 13, 4, 25, 7, 1, 2, 3, 4]);
+        assert_eq!(b.since(&a), Counters([10, 0, 10, 0, 20, 1, 1, 2, 3, 4]));
         assert_eq!(
             b.since(&a).line(),
-            "latcfs: enq=10 wakeup=0 direct=10 shared=0 keep=20 lag_clamp=1"
+            "latcfs: enq=10 wakeup=0 direct=10 shared=0 keep=20 lag_clamp=1 \
+             lat_dispatch=1 lat_preempt=2 lat_refused=3 lat_guard=4"
         );
     }
 }

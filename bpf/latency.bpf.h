@@ -1,0 +1,275 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Latency nice for scx_latcfs, after the latency nice series (v12, 2023).
+ *
+ * A task's latency nice, -20..19, says how soon it wants a CPU after it
+ * wakes, independently of how much CPU it gets (its weight). It becomes an
+ * offset in weighted time:
+ *
+ *	lat_offset = latency_range_ns * latency_nice / 20
+ *
+ * The offset changes the order of service, never the share: vtime is charged
+ * exactly as before, so a task served ahead of its fair turn is that much
+ * further ahead in vtime, and waits that much longer next time.
+ *
+ * Latency-sensitive tasks (negative offset) wait in their own DSQ, ordered by
+ * vtime + offset. A CPU looking for work takes the latency head instead of
+ * the fair head while the latency head's key is within wakeup_gran_ns of the
+ * fair head's vtime: the series' wakeup_preempt_entity() check at pick time.
+ * Otherwise fair order holds. Each latency task can thus run at most |offset|
+ * ahead of its fair position; lat_budget_ns bounds how long the fair head may
+ * be bypassed at all, so that many latency tasks taking turns cannot starve
+ * it.
+ *
+ * A latency-sensitive task that wakes preempts the task running on its CPU
+ * when its key beats that task's (vtime + its offset) by more than
+ * wakeup_gran_ns. A task with a positive latency nice carries its positive
+ * offset into that comparison, so it yields to waking latency-sensitive tasks
+ * more readily; in exchange its slice is longer (slice_ns + offset), which is
+ * what latency nice +19 gave hackbench in the series.
+ *
+ * Latency nice 0 costs nothing. While no task has a non-zero latency nice
+ * (nr_lat_tasks == 0), enqueue and dispatch take exactly the paths they take
+ * without this file, and nothing ever changes for a task whose offset is 0:
+ * the series' hackbench regression came from capping the wakeup granularity
+ * of every task by latency_max, and there is no such cap here.
+ *
+ * Where latency nice comes from: rules in lat_rules (by pid: every thread of
+ * the process; by cgroup: every task in it and in its descendants, like the
+ * series' cpu.latency.nice) and lat_comm (by command name). The loader writes
+ * them at start and `scx_latcfs latency-nice set` while running; a change
+ * bumps lat_ctl.gen. A task looks its value up when it is created, execs,
+ * moves cgroup and, after a change, at its next run. Precedence: pid rule,
+ * comm rule, a per-task value inherited from the parent at fork, the nearest
+ * cgroup rule, 0.
+ */
+#ifndef __LATCFS_LATENCY_BPF_H
+#define __LATCFS_LATENCY_BPF_H
+
+#include "task.bpf.h"
+
+/* Offset at latency nice -20, in weighted ns (--latency-us). */
+const volatile u64 latency_range_ns = 6ULL * 1000 * 1000;
+
+/*
+ * How far a latency-sensitive task's key must beat another's before it is
+ * served first or preempts it (--wakeup-gran-us).
+ */
+const volatile u64 wakeup_gran_ns = 1ULL * 1000 * 1000;
+
+/* Longest time the fair head may be bypassed by the latency DSQ (--latency-budget-us). */
+const volatile u64 lat_budget_ns = 20ULL * 1000 * 1000;
+
+/*
+ * Tasks with a non-zero offset, plus those whose offset went to 0 while they
+ * may still sit in the latency DSQ (they are uncounted when they next run).
+ * While it is 0 the latency machinery is off.
+ */
+static u64 nr_lat_tasks;
+
+/* When the fair head was first bypassed in the current run of bypasses; 0 if not. */
+static u64 fair_bypassed_at;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct latcfs_rule_key);
+	__type(value, s32);
+} lat_rules SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, char[LATCFS_COMM_LEN]);
+	__type(value, s32);
+} lat_comm SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct latcfs_lat_ctl);
+} lat_ctl SEC(".maps");
+
+/*
+ * What wakeup preemption needs to know about the task running on each CPU.
+ * Kept only while nr_lat_tasks is non-zero: a stale entry left from before
+ * makes the running task look older than it is, which errs towards
+ * preempting it.
+ */
+struct cpu_ctx {
+	/* its latency offset */
+	s64 curr_lat_offset;
+	/* when it started running, to bring its vtime up to date */
+	u64 curr_started_at;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct cpu_ctx);
+} cpu_ctx_stor SEC(".maps");
+
+static __always_inline u64 lat_rules_gen(void)
+{
+	u32 zero = 0;
+	struct latcfs_lat_ctl *ctl = bpf_map_lookup_elem(&lat_ctl, &zero);
+
+	return ctl ? ctl->gen : 0;
+}
+
+static __always_inline s32 *lat_rule(u32 kind, u64 id)
+{
+	struct latcfs_rule_key key = { .id = id, .kind = kind };
+
+	return bpf_map_lookup_elem(&lat_rules, &key);
+}
+
+static bool lat_comm_rule(struct task_struct *p, s32 *nice)
+{
+	char comm[LATCFS_COMM_LEN] = {};
+	s32 *v;
+
+	if (bpf_probe_read_kernel_str(comm, sizeof(comm), p->comm) < 0)
+		return false;
+	v = bpf_map_lookup_elem(&lat_comm, comm);
+	if (!v)
+		return false;
+	*nice = *v;
+	return true;
+}
+
+/*
+ * The rule of @cgrp or of its nearest ancestor that has one. The walk reads
+ * through the css parent links with probe reads, so it works from any cgroup
+ * pointer the kernel hands us, trusted or not.
+ */
+static bool lat_cgroup_rule(struct cgroup *cgrp, s32 *nice)
+{
+	struct cgroup *c = cgrp;
+	s32 *v;
+	u32 i;
+
+	bpf_for(i, 0, LATCFS_CGROUP_MAX_DEPTH) {
+		if (!c)
+			break;
+		v = lat_rule(LATCFS_RULE_CGROUP, BPF_CORE_READ(c, kn, id));
+		if (v) {
+			*nice = *v;
+			return true;
+		}
+		/* a cgroup's css is its first member: the parent css is the parent cgroup */
+		c = (struct cgroup *)BPF_CORE_READ(c, self.parent);
+	}
+	return false;
+}
+
+static void lat_set(struct task_ctx *tctx, s32 nice)
+{
+	u32 mag = nice < 0 ? -nice : nice;
+	s64 off = latency_range_ns * mag / LATCFS_LAT_NICE_SCALE;
+
+	tctx->lat_nice = nice;
+	tctx->lat_offset = nice < 0 ? -off : off;
+	if (tctx->lat_offset && !tctx->lat_counted) {
+		tctx->lat_counted = true;
+		__sync_fetch_and_add(&nr_lat_tasks, 1);
+	}
+}
+
+/* Stop counting a task whose offset is 0; only while it is not queued. */
+static __always_inline void lat_uncount(struct task_ctx *tctx)
+{
+	if (tctx->lat_counted && !tctx->lat_offset) {
+		tctx->lat_counted = false;
+		__sync_fetch_and_sub(&nr_lat_tasks, 1);
+	}
+}
+
+/* Look @p's latency nice up again. @cgrp is its cgroup, or NULL if unknown. */
+static void lat_resolve(struct task_struct *p, struct task_ctx *tctx, struct cgroup *cgrp)
+{
+	s32 nice = 0, *v;
+
+	v = lat_rule(LATCFS_RULE_PID, p->tgid);
+	if (v) {
+		tctx->own_nice = *v;
+		tctx->has_own = true;
+	} else if (lat_comm_rule(p, &nice)) {
+		tctx->own_nice = nice;
+		tctx->has_own = true;
+	}
+	nice = 0;
+	if (tctx->has_own)
+		nice = tctx->own_nice;
+	else if (cgrp)
+		lat_cgroup_rule(cgrp, &nice);
+	tctx->lat_gen = lat_rules_gen();
+	lat_set(tctx, nice);
+}
+
+/* A rule changed since @p last looked: look again, from its current cgroup. */
+static __always_inline void lat_refresh(struct task_struct *p, struct task_ctx *tctx)
+{
+	struct cgroup *cgrp;
+
+	if (tctx->lat_gen == lat_rules_gen())
+		return;
+	cgrp = scx_bpf_task_cgroup(p);
+	lat_resolve(p, tctx, cgrp);
+	if (cgrp)
+		bpf_cgroup_release(cgrp);
+}
+
+/* Take the latency DSQ's ordering offset back out of p->scx.dsq_vtime. */
+static __always_inline void lat_unbias(struct task_struct *p, struct task_ctx *tctx)
+{
+	if (tctx->lat_bias) {
+		p->scx.dsq_vtime -= tctx->lat_bias;
+		tctx->lat_bias = 0;
+	}
+}
+
+/* Note the task starting on this CPU, for wakeup preemption. */
+static __always_inline void lat_note_curr(struct task_ctx *tctx)
+{
+	u32 zero = 0;
+	struct cpu_ctx *cctx = bpf_map_lookup_elem(&cpu_ctx_stor, &zero);
+
+	if (cctx) {
+		cctx->curr_lat_offset = tctx->lat_offset;
+		cctx->curr_started_at = tctx->last_run_at;
+	}
+}
+
+/*
+ * Waking latency-sensitive @p preempts the task running on its CPU if @p's
+ * key beats that task's by more than wakeup_gran_ns.
+ */
+static bool lat_wakeup_preempt(struct task_struct *p, struct task_ctx *tctx, u64 enq_flags)
+{
+	s32 cpu = scx_bpf_task_cpu(p);
+	struct task_struct *curr;
+	struct cpu_ctx *cctx;
+	u32 zero = 0;
+	u64 curr_key, now;
+
+	curr = __COMPAT_scx_bpf_cpu_curr(cpu);
+	if (!curr || curr == p || (curr->flags & PF_IDLE))
+		return false;
+	cctx = bpf_map_lookup_percpu_elem(&cpu_ctx_stor, &zero, cpu);
+	if (!cctx)
+		return false;
+	/* its vtime as of now: charged so far plus what it has run since */
+	curr_key = curr->scx.dsq_vtime + cctx->curr_lat_offset;
+	now = scx_bpf_now();
+	if (cctx->curr_started_at && now > cctx->curr_started_at && curr->scx.weight)
+		curr_key += (now - cctx->curr_started_at) * LATCFS_WEIGHT_DFL / curr->scx.weight;
+	if (!time_before(p->scx.dsq_vtime + tctx->lat_offset + wakeup_gran_ns, curr_key))
+		return false;
+	scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice_ns, enq_flags | SCX_ENQ_PREEMPT);
+	return true;
+}
+
+#endif /* __LATCFS_LATENCY_BPF_H */

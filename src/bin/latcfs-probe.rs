@@ -1,0 +1,89 @@
+//! latcfs-probe: small measuring tools for scx_latcfs' tests and benchmarks.
+//!
+//!   latcfs-probe wake SECS PERIOD_US   sleep PERIOD_US at a time for SECS and
+//!                                      report how late each wakeup ran
+//!   latcfs-probe spin SECS             spin for SECS and report the longest
+//!                                      gap in which it did not run
+//!
+//! Results go to stdout as one line of key=value pairs, times in µs.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+fn percentile(sorted: &[u64], pct: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ((pct / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+fn wake(secs: f64, period: Duration) -> String {
+    let end = Instant::now() + Duration::from_secs_f64(secs);
+    let mut lat = Vec::new();
+    while Instant::now() < end {
+        let due = Instant::now() + period;
+        std::thread::sleep(period);
+        lat.push(Instant::now().saturating_duration_since(due).as_micros() as u64);
+    }
+    lat.sort_unstable();
+    format!(
+        "samples={} p50_us={} p90_us={} p99_us={} max_us={}",
+        lat.len(),
+        percentile(&lat, 50.0),
+        percentile(&lat, 90.0),
+        percentile(&lat, 99.0),
+        lat.last().copied().unwrap_or(0)
+    )
+}
+
+fn spin(secs: f64) -> String {
+    let start = Instant::now();
+    let end = start + Duration::from_secs_f64(secs);
+    let (mut last, mut max_gap, mut loops) = (start, Duration::ZERO, 0u64);
+    loop {
+        let now = Instant::now();
+        max_gap = max_gap.max(now - last);
+        last = now;
+        loops += 1;
+        if now >= end {
+            break;
+        }
+    }
+    format!("loops={loops} max_gap_us={}", max_gap.as_micros())
+}
+
+fn usage() -> ExitCode {
+    eprintln!("usage: latcfs-probe wake SECS PERIOD_US | latcfs-probe spin SECS");
+    ExitCode::from(2)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let num = |i: usize| {
+        args.get(i)
+            .and_then(|s| s.parse::<f64>().ok())
+            .filter(|v| *v > 0.0)
+    };
+    let line = match (args.first().map(String::as_str), num(1), num(2)) {
+        (Some("wake"), Some(secs), Some(us)) => wake(secs, Duration::from_secs_f64(us / 1e6)),
+        (Some("spin"), Some(secs), _) => spin(secs),
+        _ => return usage(),
+    };
+    println!("{line}");
+    ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles() {
+        let v: Vec<u64> = (1..=100).collect();
+        assert_eq!(percentile(&v, 50.0), 51);
+        assert_eq!(percentile(&v, 99.0), 99);
+        assert_eq!(percentile(&v, 100.0), 100);
+        assert_eq!(percentile(&[], 99.0), 0);
+    }
+}
