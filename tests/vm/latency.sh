@@ -1,0 +1,235 @@
+#!/usr/bin/env bash
+# Latency nice tests: rules by cgroup, pid and command name, the runtime
+# subcommand, and the policy's promises: lower wakeup latency at -20, no
+# extra CPU share, a bounded bypass of the fair queue, and no latency work at
+# all while every latency nice is 0.
+#
+# Run as root on a sched_ext kernel with cgroup v2 (scripts/test.sh boots one
+# in a VM). LATCFS names the binary under test; latcfs-probe sits beside it.
+set -u
+cd "$(dirname "$0")/../.."
+. tests/vm/lib.sh
+
+PROBE=$(dirname "$LATCFS")/latcfs-probe
+CG=/sys/fs/cgroup
+echo +cpu > $CG/cgroup.subtree_control
+# fg and lat hold tasks; tree/leaf checks that a rule reaches descendants
+# (a cgroup that passes the cpu controller down may hold no tasks itself).
+mkdir -p $CG/fg $CG/lat $CG/tree
+echo +cpu > $CG/tree/cgroup.subtree_control
+mkdir -p $CG/tree/leaf
+
+# Sum one counter over every stats line printed so far.
+counter() {
+	awk -v k="$1" '/^latcfs: / { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == k) s += kv[2] } }
+		END { print s + 0 }' "$WORK/sched.out"
+}
+
+# run_in CGROUP CMD...: run CMD in the background inside CGROUP; $! is it.
+run_in() {
+	local cg=$1; shift
+	sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$cg" "$@" &
+	sleep 0.2
+	[ "$(cat /proc/$!/cgroup 2>/dev/null)" = "0::${cg#$CG}" ] ||
+		echo "warning: pid $! is in $(cat /proc/$!/cgroup 2>/dev/null), not ${cg#$CG}" >&2
+}
+
+hogs() { # hogs N: start N unpinned CPU hogs; their pids in HOGS
+	HOGS=()
+	local i
+	for i in $(seq 1 "$1"); do
+		sh -c 'while :; do :; done' &
+		HOGS+=($!)
+	done
+}
+kill_hogs() { kill "${HOGS[@]}" 2>/dev/null; wait "${HOGS[@]}" 2>/dev/null; HOGS=(); }
+
+nice_of() { "$LATCFS" latency-nice get --pid "$1"; }
+
+# expect_nice PID VALUE: the scheduler gives PID latency nice VALUE (waits
+# up to 5 s: a task looks a changed rule up at its next run).
+expect_nice() {
+	local got
+	wait_for 5 eval '[ "$(nice_of '"$1"')" = "'"$2"'" ]' && return 0
+	got=$(nice_of "$1" 2>&1)
+	fail "pid $1 ($(cat /proc/"$1"/comm 2>/dev/null)) has latency nice '$got', expected $2"
+	return 1
+}
+
+one_line_error() { # one_line_error EXPECTED CMD...: fails with one line containing EXPECTED
+	local want=$1 rc=0; shift
+	"$@" > "$WORK/bad.out" 2> "$WORK/bad.err" || rc=$?
+	[ $rc -ne 0 ] || { fail "$* exited 0"; return 1; }
+	[ "$(wc -l < "$WORK/bad.err")" -eq 1 ] && grep -qF -- "$want" "$WORK/bad.err" ||
+		{ fail "$* said '$(head -c 300 "$WORK/bad.err")', expected one line with '$want'"; return 1; }
+	echo "  refused ($rc): $(cat "$WORK/bad.err")"
+}
+
+test_bad_input() {
+	one_line_error "-21 is not in -20..=19" "$LATCFS" --latency-nice "$CG/fg=-21" &&
+	one_line_error "no such cgroup" "$LATCFS" --latency-nice /sys/fs/cgroup/nonexistent=-5 &&
+	one_line_error "no such process" "$LATCFS" --latency-nice pid:999999=-5 &&
+	one_line_error "not a target" "$LATCFS" --latency-nice fg=-5 &&
+	one_line_error "no running scx_latcfs instance" "$LATCFS" latency-nice set --pid 1 -5 &&
+	one_line_error "no running scx_latcfs instance" "$LATCFS" latency-nice get --pid 1 &&
+	is_detached || { fail "state $(state)"; return 1; }
+	start_sched || return 1
+	one_line_error "no such process" "$LATCFS" latency-nice set --pid 999999 -5 &&
+	one_line_error "no such cgroup" "$LATCFS" latency-nice set --cgroup $CG/nonexistent -5 &&
+	one_line_error "20 is not in -20..=19" "$LATCFS" latency-nice set --pid 1 20 &&
+	one_line_error "no such process" "$LATCFS" latency-nice get --pid 999999 || return 1
+	stop_sched INT
+	[ ! -e /sys/fs/bpf/scx_latcfs ] || { fail "pins left behind in /sys/fs/bpf/scx_latcfs"; return 1; }
+}
+
+test_nice_zero_costs_nothing() {
+	# A rule that sets latency nice 0 is the feature in use at its default:
+	# no latency dispatch, preemption or bypass may happen.
+	start_sched --stats 1 --latency-nice "$CG/fg=0" || return 1
+	run_in $CG/fg hackbench -g 4 -l 200 -p > /dev/null; local hb=$!
+	hogs 3
+	"$PROBE" wake 3 2000 > /dev/null
+	wait $hb; kill_hogs
+	sleep 1.5
+	stop_sched INT
+	local k v sums=""
+	for k in lat_dispatch lat_preempt lat_refused lat_guard; do
+		v=$(counter $k); sums+="$k=$v "
+		[ "$v" -eq 0 ] || { fail "latency nice 0 did latency work: $sums"; return 1; }
+	done
+	echo "  $sums(shared=$(counter shared))"
+}
+
+test_wakeup_latency() {
+	# Two wakeup-heavy probes, one at -20 (cgroup rule) and one at 0, each
+	# pinned to its own CPU among unpinned hogs; a long slice makes the
+	# wait for the CPU visible. Twice, swapping CPUs.
+	start_sched --stats 1 --slice-us 20000 --latency-nice "$CG/lat=-20" || return 1
+	hogs 4
+	local r a b lat0 latn
+	for r in 0 1; do
+		a=$r b=$((1 - r))
+		taskset -c $a sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' $CG/lat "$PROBE" wake 5 2000 > "$WORK/a.out" &
+		local pa=$!
+		taskset -c $b "$PROBE" wake 5 2000 > "$WORK/b.out" &
+		local pb=$!
+		wait $pa $pb
+		latn=$(grep -o 'p99_us=[0-9]*' "$WORK/a.out" | cut -d= -f2)
+		lat0=$(grep -o 'p99_us=[0-9]*' "$WORK/b.out" | cut -d= -f2)
+		echo "  round $r: -20 on cpu$a: $(cat "$WORK/a.out")"
+		echo "  round $r:   0 on cpu$b: $(cat "$WORK/b.out")"
+		[ "${latn:-0}" -gt 0 ] && [ "${lat0:-0}" -gt 0 ] || { kill_hogs; fail "the probes reported nothing"; return 1; }
+		[ "$latn" -lt "$lat0" ] || { kill_hogs; fail "p99 at -20 ($latn us) is not below p99 at 0 ($lat0 us)"; return 1; }
+	done
+	kill_hogs
+	sleep 1.5
+	echo "  lat_preempt=$(counter lat_preempt) lat_dispatch=$(counter lat_dispatch)"
+	[ "$(counter lat_preempt)" -gt 0 ] || { fail "no wakeup preemption counted"; return 1; }
+	stop_sched INT
+}
+
+test_offset_buys_no_bandwidth() {
+	# Equal-weight hogs on one CPU at latency nice -20 and +19: the offset
+	# orders service, it must not change the share.
+	start_sched --stats 1 || return 1
+	taskset -c 1 sh -c 'while :; do :; done' & local a=$!
+	taskset -c 1 sh -c 'while :; do :; done' & local b=$!
+	"$LATCFS" latency-nice set --pid $a -20 > /dev/null &&
+	"$LATCFS" latency-nice set --pid $b 19 > /dev/null || { kill $a $b; return 1; }
+	expect_nice $a -20 && expect_nice $b 19 || { kill $a $b; return 1; }
+	local a0 b0
+	a0=$(cpu_ticks $a); b0=$(cpu_ticks $b)
+	sleep 8
+	local ta tb
+	ta=$(( $(cpu_ticks $a) - a0 )); tb=$(( $(cpu_ticks $b) - b0 ))
+	kill $a $b; wait $a $b 2>/dev/null
+	sleep 1.5
+	echo "  -20: $ta ticks, +19: $tb ticks; lat_dispatch=$(counter lat_dispatch)"
+	stop_sched INT
+	[ "$tb" -gt 0 ] && [ "$ta" -gt 0 ] || { fail "a hog got no CPU ($ta:$tb)"; return 1; }
+	# 50/50 expected; accept 1:2 either way under TCG noise
+	[ $((ta)) -le $((2 * tb)) ] && [ $((tb)) -le $((2 * ta)) ] ||
+		{ fail "split $ta:$tb is not near 1:1"; return 1; }
+	[ "$(counter lat_dispatch)" -gt 0 ] || { fail "the -20 hog never went through the latency queue"; return 1; }
+}
+
+test_starvation_guard() {
+	# Six latency-sensitive spinners with a huge offset and one fair spinner
+	# on one CPU: without the guard the fair one would wait ~6 x 100 ms at a
+	# time; the 20 ms budget must keep its longest gap far below that.
+	start_sched --stats 1 --latency-us 100000 --latency-budget-us 20000 \
+		--latency-nice "$CG/lat=-20" || return 1
+	local i pids=()
+	for i in 1 2 3 4 5 6; do
+		taskset -c 1 sh -c 'echo $$ > "$0/cgroup.procs" && exec sh -c "while :; do :; done"' $CG/lat &
+		pids+=($!)
+	done
+	sleep 1
+	taskset -c 1 "$PROBE" spin 6 > "$WORK/spin.out"
+	kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null
+	sleep 1.5
+	stop_sched INT
+	local gap
+	gap=$(grep -o 'max_gap_us=[0-9]*' "$WORK/spin.out" | cut -d= -f2)
+	echo "  fair spinner: $(cat "$WORK/spin.out"); lat_guard=$(counter lat_guard) lat_dispatch=$(counter lat_dispatch)"
+	[ "$(counter lat_guard)" -gt 0 ] || { fail "the starvation guard never fired"; return 1; }
+	[ "${gap:-999999999}" -lt 300000 ] || { fail "the fair spinner waited ${gap} us at once"; return 1; }
+}
+
+test_cgroup_rule() {
+	start_sched --latency-nice "$CG/fg=-20" --latency-nice "$CG/tree=-20" || return 1
+	run_in $CG/fg sleep 60; local in=$!
+	run_in $CG/tree/leaf sleep 60; local sub=$!
+	sleep 60 & local out=$!
+	sleep 0.5
+	expect_nice $in -20 && expect_nice $sub -20 && expect_nice $out 0 || { kill $in $sub $out; return 1; }
+	echo $out > $CG/fg/cgroup.procs
+	expect_nice $out -20 || { kill $in $sub $out; return 1; }
+	echo $out > $CG/cgroup.procs
+	expect_nice $out 0 || { kill $in $sub $out; return 1; }
+	echo "  started in fg: -20, in tree/leaf: -20, outside: 0, moved in: -20, moved out: 0"
+	kill $in $sub $out; wait $in $sub $out 2>/dev/null
+	stop_sched INT
+}
+
+test_runtime_changes() {
+	start_sched --stats 1 --latency-nice comm:latcfs-probe=-7 || return 1
+	# comm rule: a task that execs the program takes the value
+	"$PROBE" wake 30 5000 > /dev/null & local probe=$!
+	expect_nice $probe -7 || { kill $probe; return 1; }
+	# pid rule at run time; a child forked afterwards inherits it
+	bash -c 'sleep 3; sleep 60 & wait' & local sh=$!
+	expect_nice $sh 0 || { kill $probe $sh; return 1; }
+	"$LATCFS" latency-nice set --pid $sh -12 || { kill $probe $sh; return 1; }
+	local child=
+	wait_for 10 eval 'child=$(pgrep -P '"$sh"' -x sleep | head -n1); [ -n "$child" ] && [ "$(tr "\0" " " < /proc/$child/cmdline 2>/dev/null)" = "sleep 60 " ]'
+	[ -n "$child" ] || { kill $probe $sh; fail "no child forked"; return 1; }
+	expect_nice $sh -12 && expect_nice "$child" -12 || { kill $probe $sh $child; return 1; }
+	# cgroup rule at run time, for a task already in the cgroup
+	run_in $CG/fg bash -c 'while :; do sleep 0.2; done'; local fgt=$!
+	expect_nice $fgt 0 || { kill $probe $sh $fgt; return 1; }
+	"$LATCFS" latency-nice set --cgroup $CG/fg 5 || { kill $probe $sh $fgt; return 1; }
+	expect_nice $fgt 5 || { kill $probe $sh $fgt; return 1; }
+	# the effect shows in the stats: a -20 waker among hogs preempts
+	local before
+	sleep 1.2; before=$(counter lat_preempt)
+	"$LATCFS" latency-nice set --pid $probe -20 > /dev/null
+	hogs 4
+	sleep 3
+	kill_hogs
+	sleep 1.2
+	echo "  comm: -7, pid: -12, its child: -12, cgroup: 5; lat_preempt $before -> $(counter lat_preempt)"
+	kill $probe $sh $child $fgt; wait $probe $sh $fgt 2>/dev/null
+	stop_sched INT
+	[ "$(counter lat_preempt)" -gt "$before" ] || { fail "setting -20 at run time changed nothing in the stats"; return 1; }
+}
+
+echo "kernel $(uname -r), $(nproc) CPUs, binary $LATCFS"
+run_test "bad latency nice input is refused" test_bad_input
+run_test "latency nice 0 does no latency work" test_nice_zero_costs_nothing
+run_test "-20 wakes with lower p99 latency than 0" test_wakeup_latency
+run_test "-20 vs +19 hogs split the CPU evenly" test_offset_buys_no_bandwidth
+run_test "the starvation guard bounds the fair wait" test_starvation_guard
+run_test "cgroup rules apply to started and moved tasks" test_cgroup_rule
+run_test "comm, pid and cgroup rules change at run time" test_runtime_changes
+finish
