@@ -47,34 +47,21 @@ mod tests {
 
     #[test]
     fn names_follow_the_bpf_enum() {
-        assert_eq!(
-            NAMES[bpf_intf::latcfs_stat_LATCFS_STAT_ENQUEUE as usize],
-            "enq"
-        );
-        assert_eq!(
-            NAMES[bpf_intf::latcfs_stat_LATCFS_STAT_WAKEUP as usize],
-            "wakeup"
-        );
-        assert_eq!(
-            NAMES[bpf_intf::latcfs_stat_LATCFS_STAT_DIRECT as usize],
-            "direct"
-        );
-        assert_eq!(
-            NAMES[bpf_intf::latcfs_stat_LATCFS_STAT_SHARED as usize],
-            "shared"
-        );
-        assert_eq!(
-            NAMES[bpf_intf::latcfs_stat_LATCFS_STAT_KEEP as usize],
-            "keep"
-        );
-        assert_eq!(
-            NAMES[bpf_intf::latcfs_stat_LATCFS_STAT_LAG_CLAMP as usize],
-            "lag_clamp"
-        );
-        assert_eq!(
-            NAMES[bpf_intf::latcfs_stat_LATCFS_STAT_LAT_GUARD as usize],
-            "lat_guard"
-        );
+        use bpf_intf::*;
+        for (idx, name) in [
+            (latcfs_stat_LATCFS_STAT_ENQUEUE, "enq"),
+            (latcfs_stat_LATCFS_STAT_WAKEUP, "wakeup"),
+            (latcfs_stat_LATCFS_STAT_DIRECT, "direct"),
+            (latcfs_stat_LATCFS_STAT_SHARED, "shared"),
+            (latcfs_stat_LATCFS_STAT_KEEP, "keep"),
+            (latcfs_stat_LATCFS_STAT_LAG_CLAMP, "lag_clamp"),
+            (latcfs_stat_LATCFS_STAT_LAT_DISPATCH, "lat_dispatch"),
+            (latcfs_stat_LATCFS_STAT_LAT_PREEMPT, "lat_preempt"),
+            (latcfs_stat_LATCFS_STAT_LAT_REFUSED, "lat_refused"),
+            (latcfs_stat_LATCFS_STAT_LAT_GUARD, "lat_guard"),
+        ] {
+            assert_eq!(NAMES[idx as usize], name);
+        }
     }
 
     #[test]
