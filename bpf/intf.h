@@ -24,6 +24,10 @@ enum latcfs_consts {
 	LATCFS_COMM_LEN		= 16,
 	/* cgroup levels searched upwards for a latency nice rule */
 	LATCFS_CGROUP_MAX_DEPTH	= 16,
+
+	/* topology the BPF side can hold (the loader refuses bigger machines) */
+	LATCFS_MAX_CPUS		= 1024,
+	LATCFS_MAX_LLCS		= 256,
 };
 
 /* What a latency nice rule in the lat_rules map applies to. */
@@ -75,6 +79,11 @@ struct task_ctx {
 	_Bool			has_own;
 	/* counted in nr_lat_tasks (latency.bpf.h) */
 	_Bool			lat_counted;
+	/*
+	 * The CPU the task woke from before its previous wakeup (idle.bpf.h):
+	 * set to prev on every wakeup, as CFS' recent_used_cpu; -1 if none.
+	 */
+	int			recent_used_cpu;
 };
 
 /*
@@ -86,8 +95,6 @@ enum latcfs_stat {
 	LATCFS_STAT_ENQUEUE,
 	/* ops.runnable() with SCX_ENQ_WAKEUP: tasks waking up */
 	LATCFS_STAT_WAKEUP,
-	/* tasks inserted straight into an idle CPU's local DSQ from select_cpu */
-	LATCFS_STAT_DIRECT,
 	/* tasks moved from the shared vtime DSQ to a CPU's local DSQ */
 	LATCFS_STAT_SHARED,
 	/* dispatches that found nothing queued and let the running task go on */
@@ -102,6 +109,23 @@ enum latcfs_stat {
 	LATCFS_STAT_LAT_REFUSED,
 	/* picks where the starvation guard made the fair head go first */
 	LATCFS_STAT_LAT_GUARD,
+	/*
+	 * Idle CPU selection (idle.bpf.h), after CFS' select_idle_sibling()
+	 * statistics: searches, and which step found the idle CPU. A hit
+	 * inserts the task straight into that CPU's local DSQ.
+	 */
+	LATCFS_STAT_SIS_SEARCH,
+	LATCFS_STAT_SIS_TARGET,
+	LATCFS_STAT_SIS_PREV,
+	LATCFS_STAT_SIS_RECENT,
+	/* recent_used_cpu was a candidate but not idle */
+	LATCFS_STAT_SIS_RECENT_MISS,
+	/* found by scanning the target's LLC (an idle core first) */
+	LATCFS_STAT_SIS_LLC,
+	/* found anywhere else the task may run */
+	LATCFS_STAT_SIS_ANY,
+	/* no idle CPU: the task is queued */
+	LATCFS_STAT_SIS_FAIL,
 	LATCFS_NR_STATS,
 };
 

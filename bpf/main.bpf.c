@@ -19,6 +19,7 @@
  * Life of a task:
  *
  *   wakeup ──> select_cpu: idle CPU found? ── yes ──> that CPU's local DSQ
+ *                  │        (target, prev, recent_used_cpu, LLC: idle.bpf.h)
  *                  │ no
  *                  v
  *   runnable (bound the sleeper credit)
@@ -66,21 +67,19 @@ static __always_inline void stat_inc(u32 idx)
 
 #include "vruntime.bpf.h"
 #include "latency.bpf.h"
+#include "idle.bpf.h"
 
 s32 BPF_STRUCT_OPS(latcfs_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 {
-	bool is_idle = false;
-	s32 cpu;
+	s32 cpu = pick_idle_cpu(p, prev_cpu, wake_flags);
 
-	cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &is_idle);
-	if (is_idle) {
-		/*
-		 * The CPU is idle: nothing there to be fair against, so skip the
-		 * shared queue and its lock.
-		 */
-		stat_inc(LATCFS_STAT_DIRECT);
-		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
-	}
+	if (cpu < 0)
+		return prev_cpu;
+	/*
+	 * The CPU is idle: nothing there to be fair against, so skip the
+	 * queues and their locks.
+	 */
+	scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
 	return cpu;
 }
 
@@ -265,6 +264,7 @@ s32 BPF_STRUCT_OPS(latcfs_init_task, struct task_struct *p, struct scx_init_task
 	tctx = bpf_task_storage_get(&task_ctx_stor, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!tctx)
 		return -ENOMEM;
+	tctx->recent_used_cpu = -1;
 	if (args->fork) {
 		/* A child inherits its creator's per-task latency nice. */
 		parent = lookup_task_ctx(bpf_get_current_task_btf());
@@ -316,7 +316,8 @@ s32 BPF_STRUCT_OPS_SLEEPABLE(latcfs_init)
 {
 	s32 ret = scx_bpf_create_dsq(LATCFS_SHARED_DSQ, -1);
 
-	return ret ?: scx_bpf_create_dsq(LATCFS_LAT_DSQ, -1);
+	ret = ret ?: scx_bpf_create_dsq(LATCFS_LAT_DSQ, -1);
+	return ret ?: idle_init();
 }
 
 void BPF_STRUCT_OPS(latcfs_exit, struct scx_exit_info *ei)

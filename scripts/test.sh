@@ -23,8 +23,12 @@ cargo build --locked
 export LATCFS=target/debug/scx_latcfs
 if host_has_sched_ext; then
 	step "VM tests, on this host (its kernel has sched_ext)"
-	tests/vm/all.sh
+	tests/vm/all.sh tests/vm
+	tests/vm/all.sh tests/vm/smt2llc
 else
-	step "VM tests, in a qemu guest"
-	scripts/vm-run.sh -- tests/vm/all.sh
+	step "VM tests, in a qemu guest with 2 CPUs"
+	scripts/vm-run.sh -- tests/vm/all.sh tests/vm
+	step "VM tests, in a qemu guest with SMT siblings and 2 LLCs"
+	LATCFS_QEMU_OPTS="-smp 8,sockets=2,cores=2,threads=2" \
+		scripts/vm-run.sh --cpus 8 -- tests/vm/all.sh tests/vm/smt2llc
 fi

@@ -136,6 +136,15 @@ pub struct Opts {
           value_parser = clap::value_parser!(u64).range(1000..=1_000_000))]
     pub latency_budget_us: u64,
 
+    /// Skip prev in idle CPU selection (for A/B measurement): a waking task
+    /// goes from the wake target straight to its recent CPU and the LLC scan.
+    #[arg(long)]
+    pub no_prev_cpu: bool,
+
+    /// Skip recent_used_cpu in idle CPU selection (for A/B measurement).
+    #[arg(long)]
+    pub no_recent_cpu: bool,
+
     /// Print a line of scheduler counters every SECS seconds (fractions
     /// allowed, 0.1-3600). Off by default.
     #[arg(long, value_name = "SECS", value_parser = parse_interval)]

@@ -5,11 +5,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use libbpf_rs::{MapCore, MapFlags, OpenObject};
 use log::info;
-use scx_utils::{scx_ops_attach, scx_ops_load, scx_ops_open, uei_exited, uei_report, UserExitInfo};
+use scx_utils::{
+    scx_ops_attach, scx_ops_load, scx_ops_open, uei_exited, uei_report, Topology, UserExitInfo,
+};
 
+use crate::bpf_intf;
 use crate::bpf_skel::{BpfSkel, BpfSkelBuilder};
 use crate::cli::Opts;
 use crate::latency::{Key, Pins, RuleMaps};
@@ -17,6 +20,37 @@ use crate::stats::{Counters, NAMES};
 
 /// How often the run loop looks at the exit state and the stop flag.
 const POLL: Duration = Duration::from_millis(100);
+
+/// Hand the CPU topology (LLC of each CPU, SMT) to the BPF side.
+fn set_topology(rodata: &mut crate::bpf_skel::types::rodata) -> Result<()> {
+    let topo = Topology::new().context("reading the CPU topology")?;
+    let max_cpus = bpf_intf::latcfs_consts_LATCFS_MAX_CPUS as usize;
+    let max_llcs = bpf_intf::latcfs_consts_LATCFS_MAX_LLCS as usize;
+    // Dense LLC ids in the order scx_utils lists the LLCs.
+    let llcs: Vec<usize> = topo.all_llcs.keys().copied().collect();
+    if llcs.len() > max_llcs {
+        bail!(
+            "{} LLCs: scx_latcfs supports at most {max_llcs}",
+            llcs.len()
+        );
+    }
+    for (id, cpu) in &topo.all_cpus {
+        if *id >= max_cpus {
+            bail!("CPU {id}: scx_latcfs supports at most {max_cpus} CPUs");
+        }
+        let llc = llcs.iter().position(|l| *l == cpu.llc_id).unwrap_or(0);
+        rodata.cpu_llc_id[*id] = llc as u32;
+    }
+    rodata.nr_llcs = llcs.len().max(1) as u32;
+    rodata.smt_enabled = topo.smt_enabled;
+    info!(
+        "topology: {} CPUs, {} LLCs, SMT {}",
+        topo.all_cpus.len(),
+        llcs.len(),
+        if topo.smt_enabled { "on" } else { "off" }
+    );
+    Ok(())
+}
 
 pub struct Scheduler<'a> {
     skel: BpfSkel<'a>,
@@ -54,6 +88,9 @@ impl<'a> Scheduler<'a> {
         rodata.latency_range_ns = t.latency_range_ns;
         rodata.wakeup_gran_ns = t.wakeup_gran_ns;
         rodata.lat_budget_ns = t.lat_budget_ns;
+        rodata.use_prev_cpu = !opts.no_prev_cpu;
+        rodata.use_recent_cpu = !opts.no_recent_cpu;
+        set_topology(rodata)?;
 
         let mut skel = scx_ops_load!(skel, latcfs_ops, uei)?;
 

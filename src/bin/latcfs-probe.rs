@@ -4,6 +4,9 @@
 //!                                      report how late each wakeup ran
 //!   latcfs-probe spin SECS             spin for SECS and report the longest
 //!                                      gap in which it did not run
+//!   latcfs-probe pingpong SECS         two threads pass a byte back and forth
+//!                                      over a pair of pipes for SECS (as perf
+//!                                      bench sched pipe) and report the rate
 //!
 //! Results go to stdout as one line of key=value pairs, times in µs.
 
@@ -53,8 +56,54 @@ fn spin(secs: f64) -> String {
     format!("loops={loops} max_gap_us={}", max_gap.as_micros())
 }
 
+/// A pipe's (read, write) ends.
+fn pipe() -> std::io::Result<(std::fs::File, std::fs::File)> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: pipe() fills both fds on success; each is owned by one File.
+    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(unsafe {
+        (
+            std::fs::File::from_raw_fd(fds[0]),
+            std::fs::File::from_raw_fd(fds[1]),
+        )
+    })
+}
+
+fn pingpong(secs: f64) -> std::io::Result<String> {
+    use std::io::{Read, Write};
+    let (mut a_rx, mut a_tx) = pipe()?;
+    let (mut b_rx, mut b_tx) = pipe()?;
+    // The partner echoes until the pipe closes.
+    let partner = std::thread::spawn(move || {
+        let mut byte = [0u8];
+        while a_rx.read_exact(&mut byte).is_ok() && b_tx.write_all(&byte).is_ok() {}
+    });
+    let start = Instant::now();
+    let end = start + Duration::from_secs_f64(secs);
+    let mut trips = 0u64;
+    let mut byte = [0u8];
+    while Instant::now() < end {
+        a_tx.write_all(&byte)?;
+        b_rx.read_exact(&mut byte)?;
+        trips += 1;
+    }
+    drop(a_tx);
+    let _ = partner.join();
+    let elapsed = start.elapsed().as_secs_f64();
+    Ok(format!(
+        "round_trips={trips} per_sec={:.0} usecs_per_trip={:.1}",
+        trips as f64 / elapsed,
+        1e6 * elapsed / trips.max(1) as f64
+    ))
+}
+
 fn usage() -> ExitCode {
-    eprintln!("usage: latcfs-probe wake SECS PERIOD_US | latcfs-probe spin SECS");
+    eprintln!(
+        "usage: latcfs-probe wake SECS PERIOD_US | latcfs-probe spin SECS | latcfs-probe pingpong SECS"
+    );
     ExitCode::from(2)
 }
 
@@ -68,6 +117,13 @@ fn main() -> ExitCode {
     let line = match (args.first().map(String::as_str), num(1), num(2)) {
         (Some("wake"), Some(secs), Some(us)) => wake(secs, Duration::from_secs_f64(us / 1e6)),
         (Some("spin"), Some(secs), _) => spin(secs),
+        (Some("pingpong"), Some(secs), _) => match pingpong(secs) {
+            Ok(line) => line,
+            Err(e) => {
+                eprintln!("latcfs-probe: pingpong: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
         _ => return usage(),
     };
     println!("{line}");

@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# Every in-guest suite in one boot: runs tests/vm/*.sh (all but this file and
-# lib.sh) in turn and closes with the summed "N passed, N failed" line.
+# Every in-guest suite of one directory in one boot: runs DIR/*.sh (default
+# tests/vm; all but this file and lib.sh) in turn and closes with the summed
+# "N passed, N failed" line.
+#
+# tests/vm/*.sh expect the default guest (2 CPUs); tests/vm/smt2llc/*.sh one
+# with SMT siblings and two LLCs (see scripts/test.sh).
 set -u
 cd "$(dirname "$0")/../.."
+dir=${1:-tests/vm}
 passed=0 failed=0
-for suite in tests/vm/*.sh; do
+for suite in "$dir"/*.sh; do
 	case "$suite" in */all.sh | */lib.sh) continue ;; esac
 	echo "=== $suite"
 	out=$(mktemp)
@@ -19,5 +24,5 @@ for suite in tests/vm/*.sh; do
 	fi
 	rm -f "$out"
 done
-echo "vm: $passed passed, $failed failed"
+echo "vm ($dir): $passed passed, $failed failed"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]

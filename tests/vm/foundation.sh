@@ -112,7 +112,7 @@ test_stats_moved() {
 		END { for (k in s) printf "%s=%d ", k, s[k] }' "$WORK/sched.out")
 	echo "  totals: $sums"
 	local k v
-	for k in enq wakeup direct shared keep; do
+	for k in enq wakeup shared keep sis_search; do
 		v=$(grep -oE "(^| )$k=[0-9]+" <<< "$sums" | cut -d= -f2)
 		[ "${v:-0}" -gt 0 ] || { fail "counter $k never moved ($sums)"; return 1; }
 	done

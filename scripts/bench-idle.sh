@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Idle CPU selection benchmark, after the recent_used_cpu patch's method: a
+# pipe ping-pong (latcfs-probe pingpong, as perf bench sched pipe) and
+# hackbench, under EEVDF and under scx_latcfs with each selection step on and
+# off, interleaved over ROUNDS rounds in one boot of a guest with SMT
+# siblings and two LLCs. Prints, per configuration, the median ping-pong rate
+# and hackbench time with their ratio to EEVDF, and the hit rates the
+# scheduler counted (recent: hits/(hits+misses); fast: target+prev+recent
+# hits/searches).
+#
+# usage: scripts/bench-idle.sh [ROUNDS [SECS]]   (default 3 rounds, 4 s ping-pong)
+# On a sched_ext host as root it runs here on the host's own topology.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/lib.sh
+
+ROUNDS=${1:-3} SECS=${2:-4}
+
+if [ "${LATCFS_IN_GUEST:-}" != 1 ] && ! host_has_sched_ext; then
+	cargo build --locked --release >&2
+	exec env LATCFS_IN_GUEST=1 LATCFS_QEMU_OPTS="-smp 8,sockets=2,cores=2,threads=2" \
+		scripts/vm-run.sh --cpus 8 -- scripts/bench-idle.sh "$@"
+fi
+[ -x target/release/scx_latcfs ] || cargo build --locked --release >&2
+BIN=target/release/scx_latcfs
+PROBE=target/release/latcfs-probe
+OUT=$(mktemp -d)
+SCHED=
+trap '[ -n "$SCHED" ] && kill -INT $SCHED 2>/dev/null; wait' EXIT
+
+attach() {
+	"$BIN" --stats 1 "$@" > "$OUT/stats" 2> "$OUT/sched.log" &
+	SCHED=$!
+	for _ in $(seq 1 300); do
+		[[ "$(cat /sys/kernel/sched_ext/root/ops 2>/dev/null)" == latcfs* ]] && return 0
+		kill -0 $SCHED 2>/dev/null || break
+		sleep 0.2
+	done
+	echo "bench: scx_latcfs $* did not attach: $(tail -n2 "$OUT/sched.log")" >&2
+	exit 1
+}
+detach() {
+	[ -n "$SCHED" ] || return 0
+	sleep 1.2
+	kill -INT $SCHED; wait $SCHED || { echo "bench: scx_latcfs exited $?" >&2; exit 1; }
+	SCHED=
+}
+sum() { awk -v k="$1" '/^latcfs: / { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == k) s += kv[2] } } END { print s + 0 }' "$OUT/stats"; }
+
+configs=(eevdf default no-recent no-prev no-both)
+for r in $(seq 1 "$ROUNDS"); do
+	for c in "${configs[@]}"; do
+		case $c in
+		eevdf) ;;
+		default) attach ;;
+		no-recent) attach --no-recent-cpu ;;
+		no-prev) attach --no-prev-cpu ;;
+		no-both) attach --no-prev-cpu --no-recent-cpu ;;
+		esac
+		pp=$("$PROBE" pingpong "$SECS" | grep -o 'per_sec=[0-9]*' | cut -d= -f2)
+		hb=$(hackbench -g 4 -l 200 -p | awk '/^Time:/ {print $2}')
+		if [ "$c" != eevdf ]; then
+			detach
+			echo "$c|rates|$(sum sis_recent) $(sum sis_recent_miss) $(sum sis_target) $(sum sis_prev) $(sum sis_search)" >> "$OUT/results"
+		fi
+		echo "$c|pp|$pp" >> "$OUT/results"
+		echo "$c|hb|$hb" >> "$OUT/results"
+		printf 'round %d %-9s pingpong %s/s  hackbench -p %ss\n' "$r" "$c" "$pp" "$hb" >&2
+	done
+done
+
+median() { sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+med() { grep -F "$1|$2|" "$OUT/results" | cut -d'|' -f3 | median; }
+rates() { # summed over rounds: recent hit rate, fast hit rate
+	grep -F "$1|rates|" "$OUT/results" | cut -d'|' -f3 |
+		awk '{rh += $1; rm += $2; fast += $3 + $4 + $1; s += $5}
+		     END { printf "%s | %s", (rh + rm) ? sprintf("%.1f%%", 100 * rh / (rh + rm)) : "-", s ? sprintf("%.1f%%", 100 * fast / s) : "-" }'
+}
+
+echo
+echo "latcfs-probe pingpong ${SECS}s and hackbench -g 4 -l 200 -p; $(nproc) CPUs ($(lscpu | awk -F: '/^Socket|^Core|^Thread/ {gsub(/ /, "", $2); printf "%s ", $2}')sockets/cores/threads), kernel $(uname -r), $ROUNDS rounds"
+echo
+echo "| config | pingpong round trips/s (ratio to EEVDF) | hackbench -p s (ratio) | recent hit rate | fast hit rate |"
+echo "|---|---|---|---|---|"
+bpp=$(med eevdf pp) bhb=$(med eevdf hb)
+for c in "${configs[@]}"; do
+	pp=$(med "$c" pp) hb=$(med "$c" hb)
+	r="- | -"
+	[ "$c" = eevdf ] || r=$(rates "$c")
+	awk -v c="$c" -v pp="$pp" -v bpp="$bpp" -v hb="$hb" -v bhb="$bhb" -v r="$r" \
+		'BEGIN { printf "| %s | %.0f (%.2f) | %.3f (%.2f) | %s |\n", c, pp, pp / bpp, hb, hb / bhb, r }'
+done
