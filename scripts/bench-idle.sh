@@ -28,22 +28,10 @@ OUT=$(mktemp -d)
 SCHED=
 trap '[ -n "$SCHED" ] && kill -INT $SCHED 2>/dev/null; wait' EXIT
 
-attach() {
-	"$BIN" --stats 1 "$@" > "$OUT/stats" 2> "$OUT/sched.log" &
-	SCHED=$!
-	for _ in $(seq 1 300); do
-		[[ "$(cat /sys/kernel/sched_ext/root/ops 2>/dev/null)" == latcfs* ]] && return 0
-		kill -0 $SCHED 2>/dev/null || break
-		sleep 0.2
-	done
-	echo "bench: scx_latcfs $* did not attach: $(tail -n2 "$OUT/sched.log")" >&2
-	exit 1
-}
+attach() { bench_attach "$BIN" "$OUT/stats" "$OUT/sched.log" --stats 1 "$@"; }
 detach() {
-	[ -n "$SCHED" ] || return 0
-	sleep 1.2
-	kill -INT $SCHED; wait $SCHED || { echo "bench: scx_latcfs exited $?" >&2; exit 1; }
-	SCHED=
+	sleep 1.2 # one more stats line
+	bench_detach
 }
 sum() { awk -v k="$1" '/^latcfs: / { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == k) s += kv[2] } } END { print s + 0 }' "$OUT/stats"; }
 

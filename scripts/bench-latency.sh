@@ -38,22 +38,8 @@ sleep 1
 for p in $(pgrep -P $BG); do echo $p > $CG/bench-bg/cgroup.procs; done
 trap 'kill $BG 2>/dev/null; [ -n "${SCHED:-}" ] && kill -INT $SCHED 2>/dev/null; wait' EXIT
 
-attach() { # attach [FLAGS...]: start scx_latcfs and wait for it
-	"$BIN" "$@" > "$OUT/sched.log" 2>&1 &
-	SCHED=$!
-	for _ in $(seq 1 300); do
-		[[ "$(cat /sys/kernel/sched_ext/root/ops 2>/dev/null)" == latcfs* ]] && return 0
-		kill -0 $SCHED 2>/dev/null || break
-		sleep 0.2
-	done
-	echo "bench: scx_latcfs $* did not attach: $(tail -n2 "$OUT/sched.log")" >&2
-	exit 1
-}
-detach() {
-	[ -n "${SCHED:-}" ] || return 0
-	kill -INT $SCHED; wait $SCHED || { echo "bench: scx_latcfs exited $?" >&2; exit 1; }
-	SCHED=
-}
+attach() { bench_attach "$BIN" "$OUT/sched.out" "$OUT/sched.log" "$@"; }
+detach() { bench_detach; }
 
 modes=("process socket:" "thread socket:-T" "process pipe:-p" "thread pipe:-p -T")
 configs=(eevdf off ln0 ln-20 ln+19)

@@ -19,12 +19,6 @@ mkdir -p $CG/fg $CG/lat $CG/tree
 echo +cpu > $CG/tree/cgroup.subtree_control
 mkdir -p $CG/tree/leaf
 
-# Sum one counter over every stats line printed so far.
-counter() {
-	awk -v k="$1" '/^latcfs: / { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == k) s += kv[2] } }
-		END { print s + 0 }' "$WORK/sched.out"
-}
-
 # run_in CGROUP CMD...: run CMD in the background inside CGROUP; $! is it.
 run_in() {
 	local cg=$1; shift

@@ -77,6 +77,13 @@ stop_sched() {
 DMESG_START=$(dmesg | wc -l)
 }
 
+# counter NAME: one scheduler counter summed over every stats line the
+# scheduler under test has printed so far (start it with --stats).
+counter() {
+	awk -v k="$1" '/^latcfs: / { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == k) s += kv[2] } }
+		END { print s + 0 }' "$WORK/sched.out"
+}
+
 # CPU time (utime+stime, in clock ticks) a process has used.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 

@@ -11,11 +11,6 @@ cd "$(dirname "$0")/../../.."
 
 PROBE=$(dirname "$LATCFS")/latcfs-probe
 
-counter() {
-	awk -v k="$1" '/^latcfs: / { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == k) s += kv[2] } }
-		END { print s + 0 }' "$WORK/sched.out"
-}
-
 # pingpong_under [FLAGS...]: a pipe ping-pong pair for 4 s under the
 # scheduler started with FLAGS; leaves the stats in $WORK/sched.out.
 pingpong_under() {
