@@ -110,8 +110,8 @@ static __always_inline bool claim(struct task_struct *p, s32 cpu)
  */
 static s32 pick_idle_cpu(struct task_struct *p, s32 prev, u64 wake_flags)
 {
-	struct task_ctx *tctx = lookup_task_ctx(p);
 	const struct cpumask *span;
+	struct task_ctx *tctx;
 	s32 target = prev, recent = -1, waker, cpu;
 
 	stat_inc(LATCFS_STAT_SIS_SEARCH);
@@ -132,6 +132,8 @@ static s32 pick_idle_cpu(struct task_struct *p, s32 prev, u64 wake_flags)
 		return prev;
 	}
 
+	/* Only wakeups that get this far pay for the task storage lookup. */
+	tctx = lookup_task_ctx(p);
 	if (tctx) {
 		recent = tctx->recent_used_cpu;
 		tctx->recent_used_cpu = prev;
