@@ -38,9 +38,11 @@
  * the process; by cgroup: every task in it and in its descendants, like the
  * series' cpu.latency.nice) and lat_comm (by command name). The loader writes
  * them at start and `scx_latcfs latency-nice set` while running; a change
- * bumps lat_ctl.gen. A task looks its value up when it is created, execs,
- * moves cgroup and, after a change, at its next run. Precedence: pid rule,
- * comm rule, a per-task value inherited from the parent at fork, the nearest
+ * bumps lat_ctl.gen. A task looks its value up when it is created, when it
+ * moves cgroup, and at its next run after an exec or a rule change (so a task
+ * that sleeps through a change keeps its old value, and may keep the latency
+ * machinery switched on, until it runs again). Precedence: pid rule, comm
+ * rule, a per-task value inherited from the parent at fork, the nearest
  * cgroup rule, 0.
  */
 #ifndef __LATCFS_LATENCY_BPF_H
@@ -56,6 +58,11 @@ const volatile u64 latency_range_ns = 6ULL * 1000 * 1000;
  * served first or preempts it (--wakeup-gran-us).
  */
 const volatile u64 wakeup_gran_ns = 1ULL * 1000 * 1000;
+
+/* uapi scheduling policies (not in vmlinux.h) */
+#define SCHED_POLICY_FIFO	1
+#define SCHED_POLICY_RR		2
+#define SCHED_POLICY_DEADLINE	6
 
 /* Longest time the fair head may be bypassed by the latency DSQ (--latency-budget-us). */
 const volatile u64 lat_budget_ns = 20ULL * 1000 * 1000;
@@ -257,6 +264,10 @@ static bool lat_wakeup_preempt(struct task_struct *p, struct task_ctx *tctx, u64
 
 	curr = __COMPAT_scx_bpf_cpu_curr(cpu);
 	if (!curr || curr == p || (curr->flags & PF_IDLE))
+		return false;
+	/* An RT or deadline task cannot be preempted by us: queue instead. */
+	if (curr->policy == SCHED_POLICY_FIFO || curr->policy == SCHED_POLICY_RR ||
+	    curr->policy == SCHED_POLICY_DEADLINE)
 		return false;
 	cctx = bpf_map_lookup_percpu_elem(&cpu_ctx_stor, &zero, cpu);
 	if (!cctx)

@@ -253,8 +253,16 @@ void BPF_STRUCT_OPS(latcfs_stopping, struct task_struct *p, bool runnable)
 
 void BPF_STRUCT_OPS(latcfs_enable, struct task_struct *p)
 {
+	struct task_ctx *tctx = lookup_task_ctx(p);
+
 	/* A new task starts level with the queue: no credit, no debt. */
 	p->scx.dsq_vtime = vtime_now;
+	/*
+	 * A task that left the latency DSQ for another sched class took its
+	 * bias with it; the fresh vtime above carries none.
+	 */
+	if (tctx)
+		tctx->lat_bias = 0;
 }
 
 s32 BPF_STRUCT_OPS(latcfs_init_task, struct task_struct *p, struct scx_init_task_args *args)
@@ -297,18 +305,19 @@ void BPF_STRUCT_OPS(latcfs_cgroup_move, struct task_struct *p, struct cgroup *fr
 		lat_resolve(p, tctx, to);
 }
 
-/* Comm rules apply from the moment a task execs a matching program. */
+/*
+ * Comm rules apply from a task's first run after it execs a matching
+ * program. The tracepoint does not hold the task's rq lock, so it only marks
+ * the task's latency nice stale; running() looks it up again, under the
+ * lock and with the usual precedence.
+ */
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(latcfs_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
 	struct task_ctx *tctx = lookup_task_ctx(p);
-	s32 nice;
 
-	if (tctx && lat_comm_rule(p, &nice)) {
-		tctx->own_nice = nice;
-		tctx->has_own = true;
-		lat_set(tctx, nice);
-	}
+	if (tctx)
+		tctx->lat_gen = ~0ULL;
 	return 0;
 }
 

@@ -35,6 +35,17 @@ const volatile u64 slice_lag_ns = 3ULL * 1000 * 1000;
 /* vtime of the most recently started task: the queue's current vtime. */
 static u64 vtime_now;
 
+/*
+ * Most weighted time a task may run ahead of vtime_now. Weighted fairness
+ * alone would let a nice 19 task (weight 1) that ran one 3 ms slice wait
+ * until nice -20 hogs (weight 8668) had run 300 ms of weighted time each:
+ * half a minute and more, past the sched_ext watchdog. The cap keeps every
+ * wait bounded; it only bites beyond a weight ratio of about 33 at the
+ * default slice (nice 0 against nice 15), where the lowest-weight task
+ * therefore gets a little more than its share.
+ */
+#define VTIME_MAX_LEAD_NS	(100ULL * 1000 * 1000)
+
 /* Weighted vtime that @delta_ns of wall time is worth to @p. */
 static __always_inline u64 scale_by_weight_inverse(struct task_struct *p, u64 delta_ns)
 {
@@ -82,7 +93,11 @@ static __always_inline u64 vtime_current(struct task_struct *p, struct task_ctx 
  */
 static __always_inline void vtime_charge(struct task_struct *p, struct task_ctx *tctx)
 {
-	p->scx.dsq_vtime = vtime_current(p, tctx);
+	u64 vtime = vtime_current(p, tctx);
+
+	if (time_before(vtime_now + VTIME_MAX_LEAD_NS, vtime))
+		vtime = vtime_now + VTIME_MAX_LEAD_NS;
+	p->scx.dsq_vtime = vtime;
 	tctx->last_run_at = 0;
 }
 

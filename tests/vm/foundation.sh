@@ -103,6 +103,26 @@ test_nice_weights() {
 		{ fail "CPU split $ta:$tb is not near the 1024:110 weight ratio"; return 1; }
 }
 
+test_extreme_nice_no_stall() {
+	# A nice 19 hog (weight 1) pinned beside two nice -20 hogs (weight
+	# 8668): pure weighted fairness would make it wait ~52 s after each
+	# slice, past the 30 s sched_ext watchdog. The vtime lead cap must keep
+	# the scheduler attached.
+	is_attached || { fail "not attached"; return 1; }
+	taskset -c 1 nice -n -20 sh -c 'while :; do :; done' & local a=$!
+	taskset -c 1 nice -n -20 sh -c 'while :; do :; done' & local b=$!
+	taskset -c 1 nice -n 19 sh -c 'while :; do :; done' & local c=$!
+	sleep 40
+	local tc
+	tc=$(cpu_ticks $c)
+	kill $a $b $c; wait $a $b $c 2>/dev/null
+	echo "  nice 19 hog: $tc ticks in 40 s beside two nice -20 hogs"
+	is_attached || { fail "detached: $(tail -n2 "$WORK/sched.err" | tr '\n' ' ')"; return 1; }
+	local errs
+	errs=$(sched_ext_errors)
+	[ -z "$errs" ] || { fail "kernel log: $errs"; return 1; }
+}
+
 test_stats_moved() {
 	is_attached || { fail "not attached"; return 1; }
 	sleep 1.5
@@ -179,6 +199,7 @@ run_test "a second instance is refused" test_second_instance
 run_test "attaches as latcfs" test_attach
 run_test "hackbench and stress-ng complete" test_workloads
 run_test "nice 0 vs nice 10 CPU split follows weights" test_nice_weights
+run_test "extreme nice ratios do not stall a task" test_extreme_nice_no_stall
 run_test "stats counters move" test_stats_moved
 run_test "still attached, no sched_ext errors" test_no_kernel_errors
 run_test "SIGINT detaches with exit 0" test_sigint_detaches
