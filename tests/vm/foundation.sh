@@ -105,22 +105,27 @@ test_nice_weights() {
 
 test_extreme_nice_no_stall() {
 	# A nice 19 hog (weight 1) pinned beside two nice -20 hogs (weight
-	# 8668): pure weighted fairness would make it wait ~52 s after each
-	# slice, past the 30 s sched_ext watchdog. The vtime lead cap must keep
-	# the scheduler attached.
-	is_attached || { fail "not attached"; return 1; }
+	# 8668), with 20 ms slices: pure weighted fairness charges the nice 19
+	# hog 2 s of vtime per slice, which the others need far longer than the
+	# 30 s sched_ext watchdog to catch up. The vtime lead cap (100 ms) must
+	# bound its wait to ~17 s and keep the scheduler attached. Under TCG the
+	# uncapped stall showed in one run of four ("nice failed to run for
+	# 35.6s"): something else on the CPU sometimes lets the hog through, so
+	# this guards the behaviour rather than proving the cap every time.
+	start_sched --slice-us 20000 || return 1
 	taskset -c 1 nice -n -20 sh -c 'while :; do :; done' & local a=$!
 	taskset -c 1 nice -n -20 sh -c 'while :; do :; done' & local b=$!
 	taskset -c 1 nice -n 19 sh -c 'while :; do :; done' & local c=$!
-	sleep 40
+	sleep 45
 	local tc
 	tc=$(cpu_ticks $c)
 	kill $a $b $c; wait $a $b $c 2>/dev/null
-	echo "  nice 19 hog: $tc ticks in 40 s beside two nice -20 hogs"
+	echo "  nice 19 hog: $tc ticks in 45 s beside two nice -20 hogs"
 	is_attached || { fail "detached: $(tail -n2 "$WORK/sched.err" | tr '\n' ' ')"; return 1; }
 	local errs
 	errs=$(sched_ext_errors)
 	[ -z "$errs" ] || { fail "kernel log: $errs"; return 1; }
+	stop_sched INT
 }
 
 test_stats_moved() {
@@ -199,11 +204,11 @@ run_test "a second instance is refused" test_second_instance
 run_test "attaches as latcfs" test_attach
 run_test "hackbench and stress-ng complete" test_workloads
 run_test "nice 0 vs nice 10 CPU split follows weights" test_nice_weights
-run_test "extreme nice ratios do not stall a task" test_extreme_nice_no_stall
 run_test "stats counters move" test_stats_moved
 run_test "still attached, no sched_ext errors" test_no_kernel_errors
 run_test "SIGINT detaches with exit 0" test_sigint_detaches
 run_test "SIGTERM detaches with exit 0" test_sigterm_detaches
 run_test "a kernel-side exit is reported, exit non-zero" test_kernel_exit_reported
 run_test "CPU hotplug restarts the scheduler" test_hotplug_restart
+run_test "extreme nice ratios do not stall a task" test_extreme_nice_no_stall
 finish
