@@ -8,11 +8,14 @@
 #     the command's output and exit status are lost;
 #   - a Debian kernel with CONFIG_SCHED_CLASS_EXT=y from trixie-backports,
 #     chosen by query (newest generic amd64 flavour), extracted without its
-#     maintainer scripts, then depmod'ed.
+#     maintainer scripts, then depmod'ed; and the newest 6.17 one as well,
+#     the oldest series the tests boot.
 #
 # Environment:
 #   LATCFS_KERNEL_ABI  install this ABI (e.g. 6.17.13+deb13-amd64) instead of
 #                      the newest one trixie-backports offers.
+#   LATCFS_COMPAT_SERIES  also install the newest kernel of this series
+#                      (default 6.17; empty: none), for the compatibility boot.
 #   LATCFS_PREFIX      where the virtme-ng venv lives (default /opt/scx_latcfs).
 set -euo pipefail
 
@@ -101,6 +104,35 @@ kimage_of() { # ABI -> path of its kernel image, if any
 	return 1
 }
 
+# install_kernel ABI: fetch and extract the kernel of ABI unless it is there,
+# then check that it has sched_ext.
+install_kernel() {
+	local abi=$1 tmp kpkgs part deb cfg
+	if kimage_of "$abi" >/dev/null && [ -s "/usr/lib/modules/$abi/modules.dep" ]; then
+		log "kernel $abi already installed"
+	else
+		log "fetching kernel $abi"
+		tmp=$(mktemp -d)
+		# Newer Debian kernels split the image package into linux-binary,
+		# linux-modules and linux-base; older ones ship everything in linux-image.
+		kpkgs=("linux-image-$abi")
+		for part in binary modules base; do
+			apt-cache show "linux-$part-$abi" >/dev/null 2>&1 && kpkgs+=("linux-$part-$abi")
+		done
+		(cd "$tmp" && chown _apt "$tmp" 2>/dev/null; apt-get download -q "${kpkgs[@]}" >/dev/null)
+		for deb in "$tmp"/*.deb; do
+			# The maintainer scripts (initramfs, bootloader) fail here and are
+			# not needed: virtme-ng boots the image directly.
+			dpkg-deb -x "$deb" /
+		done
+		rm -rf "$tmp"
+		depmod "$abi"
+	fi
+	cfg=$(kconfig_of "$abi") || die "kernel $abi has no config file"
+	grep -q '^CONFIG_SCHED_CLASS_EXT=y' "$cfg" || die "kernel $abi lacks CONFIG_SCHED_CLASS_EXT=y"
+	log "sched_ext kernel: $(kimage_of "$abi")"
+}
+
 abi=${LATCFS_KERNEL_ABI:-}
 if [ -z "$abi" ]; then
 	ver=$(apt-cache madison linux-image-amd64 | awk -F'|' '$3 ~ /trixie-backports/ {gsub(/ /,"",$2); print $2; exit}')
@@ -108,26 +140,14 @@ if [ -z "$abi" ]; then
 	abi=$(apt-cache show "linux-image-amd64=$ver" | sed -n 's/^Depends:.*linux-image-\([^ ,]*-amd64\).*/\1/p' | head -n1)
 	[ -n "$abi" ] || die "cannot tell the kernel ABI of linux-image-amd64 $ver"
 fi
-if kimage_of "$abi" >/dev/null && [ -s "/usr/lib/modules/$abi/modules.dep" ]; then
-	log "kernel $abi already installed"
-else
-	log "fetching kernel $abi"
-	tmp=$(mktemp -d)
-	trap 'rm -rf "$tmp"' EXIT
-	# Newer Debian kernels split the image package into linux-binary,
-	# linux-modules and linux-base; older ones ship everything in linux-image.
-	kpkgs=("linux-image-$abi")
-	for part in binary modules base; do
-		apt-cache show "linux-$part-$abi" >/dev/null 2>&1 && kpkgs+=("linux-$part-$abi")
-	done
-	(cd "$tmp" && chown _apt "$tmp" 2>/dev/null; apt-get download -q "${kpkgs[@]}" >/dev/null)
-	for deb in "$tmp"/*.deb; do
-		# The maintainer scripts (initramfs, bootloader) fail here and are
-		# not needed: virtme-ng boots the image directly.
-		dpkg-deb -x "$deb" /
-	done
-	depmod "$abi"
+install_kernel "$abi"
+
+# The compatibility boot of scripts/test.sh runs an older series too: the
+# newest generic image of it that the archive still has.
+series=${LATCFS_COMPAT_SERIES-6.17}
+if [ -n "$series" ]; then
+	old=$(apt-cache search --names-only "^linux-image-${series//./\\.}\.[0-9]+\+deb[0-9]+-amd64\$" |
+		awk '{print $1}' | sed 's/^linux-image-//' | sort -V | tail -n1)
+	[ -n "$old" ] || die "the archive has no generic linux-image of series $series"
+	install_kernel "$old"
 fi
-cfg=$(kconfig_of "$abi") || die "kernel $abi has no config file"
-grep -q '^CONFIG_SCHED_CLASS_EXT=y' "$cfg" || die "kernel $abi lacks CONFIG_SCHED_CLASS_EXT=y"
-log "sched_ext kernel: $(kimage_of "$abi")"

@@ -4,7 +4,9 @@
 # exit with that command's status. The command's stdout and stderr come back
 # on ours.
 #
-# usage: scripts/vm-run.sh [--cpus N] [--memory SIZE] [--] COMMAND...
+# usage: scripts/vm-run.sh [--cpus N] [--memory SIZE] [--oldest] [--] COMMAND...
+#
+# --oldest boots the oldest installed sched_ext kernel instead of the newest.
 #
 # Environment:
 #   LATCFS_KERNEL   kernel image to boot (default: the newest installed
@@ -16,10 +18,12 @@ set -euo pipefail
 
 cpus=2
 memory=4G
+pick=tail
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--cpus) cpus=$2; shift 2 ;;
 	--memory) memory=$2; shift 2 ;;
+	--oldest) pick=head; shift ;;
 	--) shift; break ;;
 	*) break ;;
 	esac
@@ -41,7 +45,7 @@ find_kernel() {
 			[ -r "$img" ] && { best+="$abi $img"$'\n'; break; }
 		done
 	done
-	printf '%s' "$best" | sort -V | tail -n1 | cut -d' ' -f2
+	printf '%s' "$best" | sort -V | "$pick" -n1 | cut -d' ' -f2
 }
 
 kernel=${LATCFS_KERNEL:-$(find_kernel)}

@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
-# Every in-guest suite of one directory in one boot: runs DIR/*.sh (default
-# tests/vm; all but this file and lib.sh) in turn and closes with the summed
-# "N passed, N failed" line.
+# In-guest suites in one boot: all.sh [DIR | SUITE.sh]... runs each SUITE and
+# every DIR/*.sh (default tests/vm; all but this file and lib.sh) in turn and
+# closes with the summed "N passed, N failed" line.
 #
 # tests/vm/*.sh expect the default guest (2 CPUs); tests/vm/smt2llc/*.sh one
 # with SMT siblings and two LLCs (see scripts/test.sh).
 set -u
 cd "$(dirname "$0")/../.."
-dir=${1:-tests/vm}
+[ $# -gt 0 ] || set -- tests/vm
+what="$*"
+suites=()
+for arg in "$@"; do
+	if [ -d "$arg" ]; then suites+=("$arg"/*.sh); else suites+=("$arg"); fi
+done
 passed=0 failed=0
-for suite in "$dir"/*.sh; do
+for suite in "${suites[@]}"; do
 	case "$suite" in */all.sh | */lib.sh) continue ;; esac
 	echo "=== $suite"
 	out=$(mktemp)
@@ -24,5 +29,5 @@ for suite in "$dir"/*.sh; do
 	fi
 	rm -f "$out"
 done
-echo "vm ($dir): $passed passed, $failed failed"
+echo "vm ($what): $passed passed, $failed failed"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
