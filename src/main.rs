@@ -14,6 +14,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Parser;
@@ -55,15 +56,42 @@ fn run(opts: cli::Opts) -> Result<()> {
     ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
         .context("installing the SIGINT/SIGTERM handler")?;
 
+    // The stats server lives as long as this process, across restarts;
+    // --stats prints through it like any other client. Dropping it at the
+    // end removes its socket.
+    let socket = Path::new(stats::SOCKET);
+    let (_server, mut feed) = stats::Server::launch(socket)?;
+    if let Some(every) = opts.stats {
+        stats::spawn_printer(socket, every, stats_format(opts.json), shutdown.clone())?;
+    }
+
     loop {
         let mut open_object = MaybeUninit::uninit();
         let mut sched = sched::Scheduler::init(&opts, &rules, &mut open_object)?;
-        let exit = sched.run(&shutdown)?;
+        let exit = sched.run(&shutdown, &mut feed)?;
         if !exit.should_restart() {
             return Ok(());
         }
         info!("the kernel asked for a restart; reloading");
     }
+}
+
+fn stats_format(json: bool) -> stats::Format {
+    if json {
+        stats::Format::Json
+    } else {
+        stats::Format::Line
+    }
+}
+
+/// `scx_latcfs --monitor SECS`: print the running instance's stats; loads
+/// nothing and needs nothing but access to its stats socket.
+fn monitor(every: Duration, json: bool) -> Result<()> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
+        .context("installing the SIGINT/SIGTERM handler")?;
+    stats::monitor(Path::new(stats::SOCKET), every, stats_format(json), &stop)
 }
 
 /// `scx_latcfs latency-nice ...`: talk to the running instance.
@@ -93,18 +121,27 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Err(e) => {
-            // One line: clap's first line says which flag and why.
+            // One line: clap's first line says which flag and why, unless
+            // it ends in ':' and the next names the missing arguments.
             let text = e.render().to_string();
-            eprintln!(
-                "scx_latcfs: {}",
-                text.lines().next().unwrap_or("invalid arguments")
-            );
+            let mut lines = text.lines();
+            let mut line = lines.next().unwrap_or("invalid arguments").to_string();
+            if line.ends_with(':') {
+                if let Some(next) = lines.next() {
+                    line = format!("{line} {}", next.trim());
+                }
+            }
+            eprintln!("scx_latcfs: {line}");
             return ExitCode::from(2);
         }
     };
     let res = match cli.command {
         Some(cli::Command::LatencyNice(cmd)) => latency_nice(cmd),
-        None => run(cli.opts),
+        None if cli.opts.help_stats => stats::describe(&mut std::io::stdout().lock()),
+        None => match cli.opts.monitor {
+            Some(every) => monitor(every, cli.opts.json),
+            None => run(cli.opts),
+        },
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

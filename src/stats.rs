@@ -1,4 +1,29 @@
-//! The BPF side's event counters, as the loader reads and prints them.
+//! The BPF side's event counters and how they reach the user: the
+//! scheduler serves them through an scx_stats server on a UNIX socket
+//! (`SOCKET`), and `--stats` (in the scheduler's process) and `--monitor`
+//! (from another) are clients of it.
+//!
+//! Adding a counter: a value in `enum latcfs_stat` (bpf/intf.h), its name in
+//! `NAMES`, and a field of that name, with its description, in
+//! `LatcfsStats`; the unit tests fail until all three agree.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use crossbeam::channel::{Receiver, RecvTimeoutError, Sender};
+use log::warn;
+use scx_stats::serde_json::{self, Value};
+use scx_stats::{
+    Meta, StatsClient, StatsOpener, StatsOps, StatsReader, StatsServer, StatsServerData, ToJson,
+};
+use scx_stats_derive::Stats;
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::bpf_intf;
 
@@ -21,18 +46,30 @@ pub const NAMES: [&str; bpf_intf::latcfs_stat_LATCFS_NR_STATS as usize] = [
     "sis_llc",
     "sis_any",
     "sis_fail",
+    "cg_root_fast",
+    "cg_move",
+    "cg_move_skip",
+    "cg_recompute",
+    "cg_active",
 ];
+
+/// Counters that are levels, not event counts: an interval reports their
+/// latest value.
+const GAUGES: [usize; 1] = [bpf_intf::latcfs_stat_LATCFS_STAT_CG_ACTIVE as usize];
 
 /// A snapshot of every counter, summed over CPUs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counters(pub [u64; NAMES.len()]);
 
 impl Counters {
-    /// What happened between `earlier` and `self`.
+    /// What happened between `earlier` and `self` (gauges: `self`'s value).
     pub fn since(&self, earlier: &Counters) -> Counters {
         let mut d = Counters::default();
         for (i, v) in d.0.iter_mut().enumerate() {
             *v = self.0[i].wrapping_sub(earlier.0[i]);
+        }
+        for g in GAUGES {
+            d.0[g] = self.0[g];
         }
         d
     }
@@ -58,20 +95,358 @@ impl Counters {
         )
     }
 
-    /// One line, `name=value` pairs in counter order, then the derived
-    /// rates (`-` when there was nothing to divide by).
-    pub fn line(&self) -> String {
-        let mut fields: Vec<String> = NAMES
-            .iter()
-            .zip(self.0.iter())
-            .map(|(n, v)| format!("{n}={v}"))
-            .collect();
-        let fmt = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{r:.1}%"));
-        let (recent, fast) = self.sis_rates();
-        fields.push(format!("recent_rate={}", fmt(recent)));
-        fields.push(format!("fast_rate={}", fmt(fast)));
-        format!("latcfs: {}", fields.join(" "))
+    /// `self` and `other` added up, counter by counter (gauges: `other`'s).
+    pub fn plus(&self, other: &Counters) -> Counters {
+        let mut s = *self;
+        for (v, o) in s.0.iter_mut().zip(other.0) {
+            *v = v.wrapping_add(o);
+        }
+        for g in GAUGES {
+            s.0[g] = other.0[g];
+        }
+        s
     }
+}
+
+/// The fields of `LatcfsStats` after the counters, derived from them.
+pub const DERIVED: [&str; 2] = ["recent_rate", "fast_rate"];
+
+/// What one stats request returns: the events since the client's previous
+/// request, one field per counter in `NAMES` (same names, same order), then
+/// the `DERIVED` rates. `--help-stats` prints these descriptions.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, Stats)]
+#[stat(
+    top,
+    desc = "scx_latcfs: events since the previous request, summed over CPUs (a rate without a sample is null in JSON, - on the stats line)"
+)]
+pub struct LatcfsStats {
+    #[stat(desc = "tasks queued in the shared vtime queue (ops.enqueue)")]
+    pub enq: u64,
+    #[stat(desc = "task wakeups")]
+    pub wakeup: u64,
+    #[stat(desc = "tasks a CPU pulled from the shared vtime queue")]
+    pub shared: u64,
+    #[stat(desc = "slice ends where the running task kept its CPU with a fresh slice")]
+    pub keep: u64,
+    #[stat(desc = "wakeups whose sleeper credit hit the --slice-lag-us bound")]
+    pub lag_clamp: u64,
+    #[stat(desc = "tasks a CPU pulled from the latency queue")]
+    pub lat_dispatch: u64,
+    #[stat(desc = "latency-sensitive wakeups that preempted the running task")]
+    pub lat_preempt: u64,
+    #[stat(desc = "picks where the latency head was too far ahead of the fair head to bypass it")]
+    pub lat_refused: u64,
+    #[stat(desc = "picks where the starvation guard made the fair head go first")]
+    pub lat_guard: u64,
+    #[stat(desc = "idle CPU searches (wakeups, forks, execs)")]
+    pub sis_search: u64,
+    #[stat(desc = "searches that found the wake target idle; the task goes straight to it")]
+    pub sis_target: u64,
+    #[stat(desc = "searches that found the task's previous CPU idle")]
+    pub sis_prev: u64,
+    #[stat(desc = "searches that found the task's recent_used_cpu idle")]
+    pub sis_recent: u64,
+    #[stat(
+        desc = "searches where recent_used_cpu was a candidate (same LLC, allowed, not prev or target) but busy"
+    )]
+    pub sis_recent_miss: u64,
+    #[stat(
+        desc = "searches that found an idle CPU by scanning the target's LLC (an idle core first)"
+    )]
+    pub sis_llc: u64,
+    #[stat(desc = "searches that found an idle CPU anywhere else the task may run")]
+    pub sis_any: u64,
+    #[stat(desc = "searches that found no idle CPU: the task is queued")]
+    pub sis_fail: u64,
+    #[stat(desc = "runnable tasks of the root cgroup that skipped all cgroup weight work")]
+    pub cg_root_fast: u64,
+    #[stat(desc = "requeues that moved a task's cgroup weight bookkeeping to a new cgroup")]
+    pub cg_move: u64,
+    #[stat(desc = "requeues that left it untouched (same cgroup and weight)")]
+    pub cg_move_skip: u64,
+    #[stat(desc = "recomputations of a cgroup's hierarchical weight")]
+    pub cg_recompute: u64,
+    #[stat(desc = "cgroups active now (a runnable task or an active child): a level, not a count")]
+    pub cg_active: u64,
+    #[stat(desc = "percent: sis_recent / (sis_recent + sis_recent_miss)")]
+    #[serde(deserialize_with = "nan_if_null")]
+    pub recent_rate: f64,
+    #[stat(desc = "percent: (sis_target + sis_prev + sis_recent) / sis_search")]
+    #[serde(deserialize_with = "nan_if_null")]
+    pub fast_rate: f64,
+}
+
+/// A rate without a sample is NaN here and null in JSON (serde_json writes
+/// a NaN as null); read null back as NaN.
+fn nan_if_null<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
+impl LatcfsStats {
+    /// The record for a counter delta. The counters are matched to the
+    /// fields by name, so a counter added to `NAMES` needs nothing here.
+    pub fn from_counters(c: &Counters) -> Result<Self> {
+        let mut fields: serde_json::Map<String, Value> = NAMES
+            .iter()
+            .zip(c.0)
+            .map(|(name, v)| (name.to_string(), Value::from(v)))
+            .collect();
+        let (recent, fast) = c.sis_rates();
+        fields.insert(DERIVED[0].into(), recent.into());
+        fields.insert(DERIVED[1].into(), fast.into());
+        serde_json::from_value(Value::Object(fields)).context("building the stats record")
+    }
+
+    /// The stats line: `name=value` pairs in counter order, then the rates
+    /// (`-` where there was nothing to divide by).
+    pub fn line(&self) -> String {
+        let fields = serde_json::to_value(self).unwrap_or(Value::Null);
+        let mut out = String::from("latcfs:");
+        for name in NAMES {
+            let v = fields.get(name).map_or("?".into(), Value::to_string);
+            out.push_str(&format!(" {name}={v}"));
+        }
+        let rate = |r: f64| {
+            if r.is_finite() {
+                format!("{r:.1}%")
+            } else {
+                "-".into()
+            }
+        };
+        out.push_str(&format!(
+            " recent_rate={} fast_rate={}",
+            rate(self.recent_rate),
+            rate(self.fast_rate)
+        ));
+        out
+    }
+}
+
+/// Where the stats server listens: scx_stats' default for the root
+/// scheduler, where generic scx tools look for it.
+pub const SOCKET: &str = "/var/run/scx/root/stats";
+
+/// How long a client waits for an answer: long enough to ride out a reload
+/// of the BPF scheduler after a restart request, when nobody answers.
+const CLIENT_TIMEOUT_MS: u64 = 60_000;
+
+/// `--help-stats`: every field and what it counts.
+pub fn describe(w: &mut impl Write) -> Result<()> {
+    StatsServerData::<(), Counters>::new()
+        .add_meta(LatcfsStats::meta())
+        .describe_meta(w, None)
+}
+
+/// The server's side: each connection keeps the running totals of its own
+/// previous request and gets what happened since.
+fn server_data() -> StatsServerData<(), Counters> {
+    let open: Box<dyn StatsOpener<(), Counters>> = Box::new(|(req, res)| {
+        req.send(())?;
+        let mut prev = res.recv()?;
+        let read: Box<dyn StatsReader<(), Counters>> = Box::new(move |_args, (req, res)| {
+            req.send(())?;
+            let now = res.recv()?;
+            let delta = now.since(&prev);
+            prev = now;
+            LatcfsStats::from_counters(&delta)?.to_json()
+        });
+        Ok(read)
+    });
+    StatsServerData::new()
+        .add_meta(LatcfsStats::meta())
+        .add_ops("top", StatsOps { open, close: None })
+}
+
+/// The stats server, for the life of the scheduler process (across
+/// restarts). Dropping it stops it and removes its socket, unless another
+/// process has bound a new one there since.
+pub struct Server {
+    server: Option<StatsServer<(), Counters>>,
+    path: PathBuf,
+    /// (dev, inode) of the socket this server bound.
+    bound: Option<(u64, u64)>,
+}
+
+fn file_id(path: &Path) -> Option<(u64, u64)> {
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
+impl Server {
+    /// Listen on `path` (normally `SOCKET`), replacing a stale socket left
+    /// there by an instance that did not exit cleanly. The `Feed` is the
+    /// scheduler's end: it answers the requests for the counters.
+    pub fn launch(path: &Path) -> Result<(Self, Feed)> {
+        let server = StatsServer::new(server_data())
+            .set_path(path)
+            .launch()
+            .with_context(|| format!("starting the stats server on {}", path.display()))?;
+        let (res, req) = server.channels();
+        let feed = Feed {
+            req,
+            res,
+            base: Counters::default(),
+        };
+        let server = Self {
+            server: Some(server),
+            path: path.to_path_buf(),
+            bound: file_id(path),
+        };
+        Ok((server, feed))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // Stops the listener (scx_stats wakes it with a connection).
+        self.server.take();
+        if self.bound.is_some() && file_id(&self.path) == self.bound {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// The run loop's end of the stats server.
+pub struct Feed {
+    req: Receiver<()>,
+    res: Sender<Counters>,
+    /// What the BPF schedulers before a restart counted, so that the totals
+    /// clients see never go back.
+    base: Counters,
+}
+
+impl Feed {
+    /// Wait up to `wait` for a request for the counters and answer it with
+    /// `read()` (the current scheduler's totals) plus what earlier ones
+    /// counted.
+    pub fn serve(&self, wait: Duration, read: impl FnOnce() -> Result<Counters>) -> Result<()> {
+        match self.req.recv_timeout(wait) {
+            Ok(()) => {
+                let now = read()?;
+                // Fails only when the server is gone: nobody to answer.
+                let _ = self.res.send(self.base.plus(&now));
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => std::thread::sleep(wait),
+        }
+        Ok(())
+    }
+
+    /// A BPF scheduler ends (before a restart) with these totals.
+    pub fn carry_over(&mut self, last: &Counters) {
+        self.base = self.base.plus(last);
+    }
+}
+
+/// How a client prints each interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// The `latcfs: k=v ...` line.
+    Line,
+    /// One JSON object per line, fields as in `LatcfsStats`.
+    Json,
+}
+
+/// Connect to the scx_latcfs stats server on `path`, check that it is
+/// one, and start its interval (the first answer after this covers the
+/// time since).
+pub fn connect(path: &Path) -> Result<StatsClient> {
+    let shown = path.display();
+    let mut client = StatsClient::new()
+        .set_path(path)
+        .connect(Some(CLIENT_TIMEOUT_MS))
+        .map_err(|e| {
+            let kind = e.downcast_ref::<io::Error>().map(io::Error::kind);
+            match kind {
+                Some(io::ErrorKind::NotFound) => {
+                    anyhow!("no scx_latcfs instance is running ({shown} does not exist)")
+                }
+                Some(io::ErrorKind::ConnectionRefused) => {
+                    anyhow!("no scx_latcfs instance is running (nothing listens on {shown})")
+                }
+                Some(io::ErrorKind::PermissionDenied) => {
+                    anyhow!("cannot connect to {shown}: permission denied (run as root)")
+                }
+                _ => e.context(format!("connecting to {shown}")),
+            }
+        })?;
+    let meta: BTreeMap<String, Value> = client
+        .request("stats_meta", vec![])
+        .with_context(|| format!("reading the stats description from {shown}"))?;
+    let ours = LatcfsStats::meta().name;
+    if !meta.contains_key(&ours) {
+        let theirs: Vec<&String> = meta.keys().collect();
+        bail!("the stats server on {shown} is not scx_latcfs's (it serves {theirs:?})");
+    }
+    client
+        .request::<Value>("stats", vec![])
+        .with_context(|| format!("reading stats from {shown}"))?;
+    Ok(client)
+}
+
+/// Print the stats of the instance serving `path` every `every`, in
+/// `format`, on stdout, until `stop` is set or stdout is closed.
+pub fn monitor(path: &Path, every: Duration, format: Format, stop: &AtomicBool) -> Result<()> {
+    const STEP: Duration = Duration::from_millis(100);
+    let mut client = connect(path)?;
+    let mut due = Instant::now() + every;
+    loop {
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if now >= due {
+                break;
+            }
+            std::thread::sleep((due - now).min(STEP));
+        }
+        let stats: LatcfsStats = client.request("stats", vec![]).map_err(|e| {
+            // The server closes the connection, or the process is gone.
+            if e.downcast_ref::<io::Error>().is_some() || e.to_string() == "connection closed" {
+                e.context("the scx_latcfs instance stopped")
+            } else {
+                e.context("reading stats from the running instance")
+            }
+        })?;
+        let text = match format {
+            Format::Line => stats.line(),
+            Format::Json => serde_json::to_string(&stats).context("formatting stats as JSON")?,
+        };
+        match writeln!(io::stdout().lock(), "{text}") {
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
+            r => r.context("writing stats to stdout")?,
+        }
+        // Keep to the grid; skip the intervals missed while blocked.
+        due += every;
+        let now = Instant::now();
+        if due < now {
+            due = now + every;
+        }
+    }
+}
+
+/// `--stats`: print this process's own stats from a thread, as a client of
+/// its stats server on `path`.
+pub fn spawn_printer(
+    path: &Path,
+    every: Duration,
+    format: Format,
+    stop: Arc<AtomicBool>,
+) -> Result<()> {
+    let path = path.to_path_buf();
+    std::thread::Builder::new()
+        .name("stats".into())
+        .spawn(move || {
+            if let Err(e) = monitor(&path, every, format, &stop) {
+                if !stop.load(Ordering::Relaxed) {
+                    warn!("--stats: {e:#}");
+                }
+            }
+        })
+        .context("starting the stats thread")?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -115,7 +490,7 @@ mod tests {
         assert!((recent.unwrap() - 100.0 * 120.0 / 250.0).abs() < 1e-9);
         assert!((fast.unwrap() - 100.0 * 330.0 / 90.0).abs() < 1e-9);
         assert_eq!(Counters::default().sis_rates(), (None, None));
-        let line = b.line();
+        let line = LatcfsStats::from_counters(&b).unwrap().line();
         assert!(
             line.starts_with("latcfs: enq=0 wakeup=10 shared=20 "),
             "{line}"
@@ -124,8 +499,146 @@ mod tests {
             line.ends_with(" recent_rate=48.0% fast_rate=366.7%"),
             "{line}"
         );
-        assert!(Counters::default()
+        assert!(LatcfsStats::from_counters(&Counters::default())
+            .unwrap()
             .line()
             .ends_with("recent_rate=- fast_rate=-"));
+        assert_eq!(b.plus(&a).0[0], 5);
+        assert_eq!(b.plus(&a).0[1], 10);
+    }
+
+    /// Every counter in NAMES needs a field of the same name in
+    /// LatcfsStats (with a description for --help-stats), in NAMES order,
+    /// followed by the derived rates.
+    #[test]
+    fn stats_fields_match_names() {
+        let want: Vec<&str> = NAMES.iter().chain(DERIVED.iter()).copied().collect();
+        let meta = LatcfsStats::meta();
+        let mut have: Vec<&str> = meta.fields.keys().map(String::as_str).collect();
+        let mut sorted = want.clone();
+        sorted.sort_unstable();
+        have.sort_unstable();
+        assert_eq!(
+            have, sorted,
+            "LatcfsStats' fields must be NAMES plus {DERIVED:?}: add a field per new counter"
+        );
+        for (name, f) in &meta.fields {
+            assert!(f.attrs.desc.is_some(), "LatcfsStats.{name} has no desc");
+        }
+        // Declaration order, as serialized: the JSON output follows it.
+        let json = serde_json::to_string(&LatcfsStats::default()).unwrap();
+        let order: Vec<&str> = json
+            .trim_matches(|c| c == '{' || c == '}')
+            .split(',')
+            .filter_map(|kv| kv.split(':').next())
+            .map(|k| k.trim_matches('"'))
+            .collect();
+        assert_eq!(order, want, "LatcfsStats' fields are not in NAMES order");
+    }
+
+    #[test]
+    fn from_counters_fills_every_field() {
+        let mut c = Counters::default();
+        for (i, v) in c.0.iter_mut().enumerate() {
+            *v = 1000 + i as u64;
+        }
+        let s = LatcfsStats::from_counters(&c).unwrap();
+        let v = serde_json::to_value(&s).unwrap();
+        for (i, name) in NAMES.iter().enumerate() {
+            assert_eq!(v[name], Value::from(1000 + i as u64), "{name}");
+        }
+        assert!(s.recent_rate.is_finite() && s.fast_rate.is_finite());
+    }
+
+    #[test]
+    fn json_round_trip_with_and_without_rates() {
+        let empty = LatcfsStats::from_counters(&Counters::default()).unwrap();
+        assert!(empty.recent_rate.is_nan() && empty.fast_rate.is_nan());
+        let json = serde_json::to_string(&empty).unwrap();
+        assert!(json.starts_with("{\"enq\":0,"), "{json}");
+        assert!(
+            json.ends_with(",\"recent_rate\":null,\"fast_rate\":null}"),
+            "{json}"
+        );
+        let back: LatcfsStats = serde_json::from_str(&json).unwrap();
+        assert!(back.recent_rate.is_nan() && back.fast_rate.is_nan());
+        assert_eq!(back.line(), empty.line());
+
+        let mut c = Counters::default();
+        c.0[bpf_intf::latcfs_stat_LATCFS_STAT_SIS_SEARCH as usize] = 4;
+        c.0[bpf_intf::latcfs_stat_LATCFS_STAT_SIS_PREV as usize] = 1;
+        let s = LatcfsStats::from_counters(&c).unwrap();
+        let back: LatcfsStats = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back.fast_rate, 25.0);
+        assert!(back.recent_rate.is_nan());
+    }
+
+    #[test]
+    fn describe_lists_every_field() {
+        let mut out = Vec::new();
+        describe(&mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with("[LatcfsStats] "), "{text}");
+        for name in NAMES.iter().chain(DERIVED.iter()) {
+            assert!(
+                text.lines()
+                    .any(|l| l.split_whitespace().next() == Some(*name)),
+                "{name} missing from:\n{text}"
+            );
+        }
+    }
+
+    /// The whole path without a scheduler: a server on a private socket,
+    /// a thread standing in for the run loop, a client reading deltas.
+    #[test]
+    fn server_feed_and_client() {
+        let dir = std::env::temp_dir().join(format!("latcfs-stats-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("stats");
+        let err = format!("{:#}", connect(&path).err().unwrap());
+        assert!(
+            err.starts_with("no scx_latcfs instance is running"),
+            "{err}"
+        );
+
+        let (server, mut feed) = Server::launch(&path).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let loop_thread = std::thread::spawn(move || {
+            // Each read counts 3 more enqueues; a "restart" halfway
+            // resets the BPF side's counters, which the feed carries over.
+            let mut n = 0u64;
+            while !stop2.load(Ordering::Relaxed) {
+                feed.serve(Duration::from_millis(10), || {
+                    n += 3;
+                    let mut c = Counters::default();
+                    c.0[0] = n;
+                    Ok(c)
+                })
+                .unwrap();
+                if n == 6 {
+                    let mut last = Counters::default();
+                    last.0[0] = n;
+                    feed.carry_over(&last);
+                    n = 0;
+                }
+            }
+        });
+
+        let mut client = connect(&path).unwrap();
+        for _ in 0..4 {
+            let s: LatcfsStats = client.request("stats", vec![]).unwrap();
+            assert_eq!(s.enq, 3, "{s:?}");
+        }
+        stop.store(true, Ordering::Relaxed);
+        loop_thread.join().unwrap();
+        drop(server);
+        assert!(!path.exists(), "the socket outlived the server");
+        let err = format!("{:#}", connect(&path).err().unwrap());
+        assert!(
+            err.starts_with("no scx_latcfs instance is running"),
+            "{err}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
