@@ -24,6 +24,8 @@ enum latcfs_consts {
 	LATCFS_COMM_LEN		= 16,
 	/* cgroup levels searched upwards for a latency nice rule */
 	LATCFS_CGROUP_MAX_DEPTH	= 16,
+	/* cgroups (with the cpu controller) whose weights the BPF side tracks */
+	LATCFS_MAX_CGROUPS	= 16384,
 
 	/* topology the BPF side can hold (the loader refuses bigger machines) */
 	LATCFS_MAX_CPUS		= 1024,
@@ -84,6 +86,11 @@ struct task_ctx {
 	 * set to prev on every wakeup, as CFS' recent_used_cpu; -1 if none.
 	 */
 	int			recent_used_cpu;
+	/* weight of the cpu.weight hierarchy (cgroup.bpf.h) */
+	_Bool			cg_saved;	/* dequeued for a requeue, still counted */
+	unsigned int		cg_weight;	/* weight counted in cg_counted's sum */
+	unsigned long long	cg_id;		/* the task's cgroup; 0: root fast path */
+	unsigned long long	cg_counted;	/* cgroup counting it as runnable; 0: none */
 };
 
 /*
@@ -126,6 +133,23 @@ enum latcfs_stat {
 	LATCFS_STAT_SIS_ANY,
 	/* no idle CPU: the task is queued */
 	LATCFS_STAT_SIS_FAIL,
+	/*
+	 * cgroup weights (cgroup.bpf.h): runnable root tasks that skipped all
+	 * group work; requeues that moved a task's bookkeeping to a new cgroup
+	 * and those that left it untouched (same cgroup and weight: the
+	 * autogroup move of every exiting task, affinity changes); hw()
+	 * recomputations.
+	 */
+	LATCFS_STAT_CG_ROOT_FAST,
+	LATCFS_STAT_CG_MOVE,
+	LATCFS_STAT_CG_MOVE_SKIP,
+	LATCFS_STAT_CG_RECOMPUTE,
+	/*
+	 * A level, not an event count: cgroups active now (with a runnable
+	 * task or an active child). Each CPU adds its activations and
+	 * subtracts its deactivations; the sum over CPUs is the level.
+	 */
+	LATCFS_STAT_CG_ACTIVE,
 	LATCFS_NR_STATS,
 };
 

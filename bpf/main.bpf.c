@@ -10,6 +10,11 @@
  * sleeper credit is bounded by slice_lag_ns so that long sleepers cannot
  * monopolise a CPU after they wake.
  *
+ * cgroups (cgroup.bpf.h) get the share their cpu.weight earns them in the
+ * hierarchy: each task is charged with the weight its cgroup's share leaves
+ * it, so one queue serves every cgroup fairly. Tasks in the root cgroup skip
+ * that work.
+ *
  * Latency nice (latency.bpf.h) changes the order of service, never the share:
  * latency-sensitive tasks wait in a second DSQ ordered by vtime + a negative
  * offset, are picked ahead of the fair head while within budget of it, and
@@ -57,17 +62,31 @@ struct {
 	__uint(max_entries, LATCFS_NR_STATS);
 } stats SEC(".maps");
 
-static __always_inline void stat_inc(u32 idx)
+static __always_inline void stat_add(u32 idx, s64 delta)
 {
 	u64 *cnt = bpf_map_lookup_elem(&stats, &idx);
 
 	if (cnt)
-		(*cnt)++;
+		*cnt += delta;
+}
+
+static __always_inline void stat_inc(u32 idx)
+{
+	stat_add(idx, 1);
 }
 
 #include "vruntime.bpf.h"
 #include "latency.bpf.h"
 #include "idle.bpf.h"
+
+/*
+ * Test only (--test-error-after-ms): fail on purpose this long after ops.init,
+ * to check that the loader reports the kernel's exit reason and leaves
+ * nothing attached. 0, the default, leaves no trace in the loaded program:
+ * the verifier drops the branch on this frozen constant.
+ */
+const volatile u64 test_error_after_ns;
+static u64 test_error_at;
 
 s32 BPF_STRUCT_OPS(latcfs_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 {
@@ -85,6 +104,10 @@ s32 BPF_STRUCT_OPS(latcfs_select_cpu, struct task_struct *p, s32 prev_cpu, u64 w
 
 void BPF_STRUCT_OPS(latcfs_runnable, struct task_struct *p, u64 enq_flags)
 {
+	struct task_ctx *tctx = lookup_task_ctx(p);
+
+	if (tctx)
+		cg_runnable(p, tctx);
 	if (!(enq_flags & SCX_ENQ_WAKEUP))
 		return;
 	stat_inc(LATCFS_STAT_WAKEUP);
@@ -217,6 +240,9 @@ void BPF_STRUCT_OPS(latcfs_dispatch, s32 cpu, struct task_struct *prev)
 {
 	bool keep = prev && prev_leads_queue(prev);
 
+	if (test_error_after_ns && time_after(scx_bpf_now(), test_error_at))
+		scx_bpf_error("test error, requested by --test-error-after-ms");
+
 	if (!keep && (nr_lat_tasks ? consume_lat_or_fair() : consume_fair()))
 		return;
 	/*
@@ -251,6 +277,14 @@ void BPF_STRUCT_OPS(latcfs_stopping, struct task_struct *p, bool runnable)
 		vtime_charge(p, tctx);
 }
 
+void BPF_STRUCT_OPS(latcfs_quiescent, struct task_struct *p, u64 deq_flags)
+{
+	struct task_ctx *tctx = lookup_task_ctx(p);
+
+	if (tctx)
+		cg_quiescent(tctx, deq_flags);
+}
+
 void BPF_STRUCT_OPS(latcfs_enable, struct task_struct *p)
 {
 	struct task_ctx *tctx = lookup_task_ctx(p);
@@ -263,6 +297,17 @@ void BPF_STRUCT_OPS(latcfs_enable, struct task_struct *p)
 	 */
 	if (tctx)
 		tctx->lat_bias = 0;
+}
+
+void BPF_STRUCT_OPS(latcfs_disable, struct task_struct *p)
+{
+	struct task_ctx *tctx = lookup_task_ctx(p);
+
+	/* Off to another sched class: its cgroup no longer counts it. */
+	if (tctx) {
+		tctx->cg_saved = false;
+		cg_uncount(tctx);
+	}
 }
 
 s32 BPF_STRUCT_OPS(latcfs_init_task, struct task_struct *p, struct scx_init_task_args *args)
@@ -281,6 +326,7 @@ s32 BPF_STRUCT_OPS(latcfs_init_task, struct task_struct *p, struct scx_init_task
 			tctx->has_own = true;
 		}
 	}
+	tctx->cg_id = cg_task_id(args->cgroup);
 	lat_resolve(p, tctx, args->cgroup);
 	return 0;
 }
@@ -289,10 +335,13 @@ void BPF_STRUCT_OPS(latcfs_exit_task, struct task_struct *p, struct scx_exit_tas
 {
 	struct task_ctx *tctx = lookup_task_ctx(p);
 
-	if (tctx && tctx->lat_counted) {
+	if (!tctx)
+		return;
+	if (tctx->lat_counted) {
 		tctx->lat_counted = false;
 		__sync_fetch_and_sub(&nr_lat_tasks, 1);
 	}
+	cg_uncount(tctx);
 }
 
 void BPF_STRUCT_OPS(latcfs_cgroup_move, struct task_struct *p, struct cgroup *from,
@@ -300,9 +349,31 @@ void BPF_STRUCT_OPS(latcfs_cgroup_move, struct task_struct *p, struct cgroup *fr
 {
 	struct task_ctx *tctx = lookup_task_ctx(p);
 
+	if (!tctx)
+		return;
+	/*
+	 * A queued task was dequeued around this call and is settled in
+	 * runnable(); a sleeping one is counted in its new cgroup when it wakes.
+	 */
+	tctx->cg_id = cg_task_id(to);
 	/* A per-task value travels with the task; otherwise the new cgroup's applies. */
-	if (tctx)
-		lat_resolve(p, tctx, to);
+	lat_resolve(p, tctx, to);
+}
+
+s32 BPF_STRUCT_OPS_SLEEPABLE(latcfs_cgroup_init, struct cgroup *cgrp,
+			     struct scx_cgroup_init_args *args)
+{
+	return cg_init(cgrp, args->weight);
+}
+
+void BPF_STRUCT_OPS(latcfs_cgroup_exit, struct cgroup *cgrp)
+{
+	cg_exit(cgrp);
+}
+
+void BPF_STRUCT_OPS(latcfs_cgroup_set_weight, struct cgroup *cgrp, u32 weight)
+{
+	cg_set_weight(cgrp, weight);
 }
 
 /*
@@ -326,6 +397,7 @@ s32 BPF_STRUCT_OPS_SLEEPABLE(latcfs_init)
 	s32 ret = scx_bpf_create_dsq(LATCFS_SHARED_DSQ, -1);
 
 	ret = ret ?: scx_bpf_create_dsq(LATCFS_LAT_DSQ, -1);
+	test_error_at = scx_bpf_now() + test_error_after_ns;
 	return ret ?: idle_init();
 }
 
@@ -341,10 +413,15 @@ SCX_OPS_DEFINE(latcfs_ops,
 	       .dispatch		= (void *)latcfs_dispatch,
 	       .running			= (void *)latcfs_running,
 	       .stopping		= (void *)latcfs_stopping,
+	       .quiescent		= (void *)latcfs_quiescent,
 	       .enable			= (void *)latcfs_enable,
+	       .disable			= (void *)latcfs_disable,
 	       .init_task		= (void *)latcfs_init_task,
 	       .exit_task		= (void *)latcfs_exit_task,
+	       .cgroup_init		= (void *)latcfs_cgroup_init,
+	       .cgroup_exit		= (void *)latcfs_cgroup_exit,
 	       .cgroup_move		= (void *)latcfs_cgroup_move,
+	       .cgroup_set_weight	= (void *)latcfs_cgroup_set_weight,
 	       .init			= (void *)latcfs_init,
 	       .exit			= (void *)latcfs_exit,
 	       .name			= "latcfs");

@@ -8,7 +8,9 @@
  *	vtime += delta_exec * LATCFS_WEIGHT_DFL / p->scx.weight
  *
  * so a nice 0 task (weight 100) ages at wall-clock speed, and a nice 10 task
- * (weight ~10) ages ten times faster and is served a tenth as often. The
+ * (weight ~10) ages ten times faster and is served a tenth as often. A task
+ * in a cgroup other than the root is charged with the effective weight its
+ * cgroup's share gives it instead (cgroup.bpf.h). The
  * shared DSQ is ordered by vtime, so the most under-served task runs next:
  * this is weighted fair queueing, as CFS does it.
  *
@@ -22,6 +24,7 @@
 #define __LATCFS_VRUNTIME_BPF_H
 
 #include "task.bpf.h"
+#include "cgroup.bpf.h"
 
 /* Base time slice a task gets each time it is dispatched (--slice-us). */
 const volatile u64 slice_ns = 3ULL * 1000 * 1000;
@@ -47,9 +50,14 @@ static u64 vtime_now;
 #define VTIME_MAX_LEAD_NS	(100ULL * 1000 * 1000)
 
 /* Weighted vtime that @delta_ns of wall time is worth to @p. */
-static __always_inline u64 scale_by_weight_inverse(struct task_struct *p, u64 delta_ns)
+static __always_inline u64 scale_by_weight_inverse(struct task_struct *p, struct task_ctx *tctx,
+						   u64 delta_ns)
 {
-	return delta_ns * LATCFS_WEIGHT_DFL / p->scx.weight;
+	u64 eff = cg_task_weight(p, tctx);
+
+	if (!eff)
+		return delta_ns * LATCFS_WEIGHT_DFL / p->scx.weight;
+	return (delta_ns * LATCFS_WEIGHT_DFL << CG_HW_SHIFT) / eff;
 }
 
 /*
@@ -84,7 +92,7 @@ static __always_inline u64 vtime_current(struct task_struct *p, struct task_ctx 
 
 	if (!tctx->last_run_at || now <= tctx->last_run_at)
 		return p->scx.dsq_vtime;
-	return p->scx.dsq_vtime + scale_by_weight_inverse(p, now - tctx->last_run_at);
+	return p->scx.dsq_vtime + scale_by_weight_inverse(p, tctx, now - tctx->last_run_at);
 }
 
 /*

@@ -145,10 +145,48 @@ pub struct Opts {
     #[arg(long)]
     pub no_recent_cpu: bool,
 
+    /// Do the cgroup weight bookkeeping for root-cgroup tasks too (never
+    /// used) and for requeues that change nothing (for A/B measurement of
+    /// the two fast paths; shares are the same either way).
+    #[arg(long)]
+    pub no_cgroup_fast_paths: bool,
+
+    /// For tests: make the BPF side fail with an error MS milliseconds after
+    /// it attached (1-3600000), to check the exit path.
+    #[arg(long, value_name = "MS", hide = true,
+          value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub test_error_after_ms: Option<u64>,
+
     /// Print a line of scheduler counters every SECS seconds (fractions
-    /// allowed, 0.1-3600). Off by default.
-    #[arg(long, value_name = "SECS", value_parser = parse_interval)]
+    /// allowed, 0.1-3600): what happened in the interval, as "latcfs:
+    /// name=value ...". Off by default. The counters come from the stats
+    /// server every instance runs (see --monitor).
+    #[arg(long, value_name = "SECS", value_parser = parse_interval,
+          group = "stats_interval")]
     pub stats: Option<Duration>,
+
+    /// Load nothing: print the stats of the scx_latcfs instance already
+    /// running every SECS seconds (0.1-3600), read from its stats server on
+    /// /var/run/scx/root/stats (writable by root only), until Ctrl-C or
+    /// until that instance exits (exit 1). Fails at once if none runs.
+    #[arg(long, value_name = "SECS", value_parser = parse_interval,
+          group = "stats_interval",
+          conflicts_with_all = ["slice_us", "slice_lag_us", "latency_nice", "latency_us",
+                                "wakeup_gran_us", "latency_budget_us", "no_prev_cpu",
+                                "no_recent_cpu", "no_cgroup_fast_paths",
+                                "test_error_after_ms"])]
+    pub monitor: Option<Duration>,
+
+    /// With --stats or --monitor: print each interval as one JSON object on
+    /// a line instead, e.g. {"enq":1267,...,"recent_rate":3.2,"fast_rate":28.3}:
+    /// the fields of --help-stats in stats-line order, counters as integers,
+    /// rates in percent (null without a sample).
+    #[arg(long, requires = "stats_interval")]
+    pub json: bool,
+
+    /// Print what each stats field means and exit.
+    #[arg(long)]
+    pub help_stats: bool,
 
     /// Verbose output: debug logging, and libbpf's messages while loading.
     #[arg(short, long)]
@@ -258,6 +296,24 @@ mod tests {
         assert!(parse(&["--stats", "nan"]).is_err());
         assert!(parse(&["--stats", "3601"]).is_err());
         assert!(parse(&["--stats", "x"]).is_err());
+    }
+
+    #[test]
+    fn monitor_json_help_stats() {
+        let o = parse(&["--monitor", "0.5"]).unwrap();
+        assert_eq!(o.monitor, Some(Duration::from_millis(500)));
+        assert!(!o.json && !o.help_stats);
+        assert!(parse(&["--monitor", "1", "--json"]).unwrap().json);
+        assert!(parse(&["--stats", "1", "--json"]).unwrap().json);
+        assert!(parse(&["--json"]).is_err());
+        assert!(parse(&["--monitor", "1", "--stats", "1"]).is_err());
+        assert!(parse(&["--monitor", "1", "--slice-us", "500"]).is_err());
+        assert!(parse(&["--monitor", "1", "--no-recent-cpu"]).is_err());
+        assert!(parse(&["--monitor", "1", "-v"]).is_ok());
+        assert!(parse(&["--monitor", "0"]).is_err());
+        assert!(parse(&["--monitor"]).is_err());
+        assert!(parse(&["--help-stats"]).unwrap().help_stats);
+        assert!(parse_cli(&["--monitor", "1", "latency-nice", "get", "--pid", "1"]).is_err());
     }
 
     #[test]

@@ -3,11 +3,11 @@
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use libbpf_rs::{MapCore, MapFlags, OpenObject};
-use log::info;
+use log::{info, warn};
 use scx_utils::{
     scx_ops_attach, scx_ops_load, scx_ops_open, uei_exited, uei_report, Topology, UserExitInfo,
 };
@@ -16,9 +16,10 @@ use crate::bpf_intf;
 use crate::bpf_skel::{BpfSkel, BpfSkelBuilder};
 use crate::cli::Opts;
 use crate::latency::{Key, Pins, RuleMaps};
-use crate::stats::{Counters, NAMES};
+use crate::stats::{Counters, Feed, NAMES};
 
-/// How often the run loop looks at the exit state and the stop flag.
+/// How often the run loop looks at the exit state and the stop flag (it
+/// answers stats requests in between).
 const POLL: Duration = Duration::from_millis(100);
 
 /// Hand the CPU topology (LLC of each CPU, SMT) to the BPF side.
@@ -58,7 +59,6 @@ pub struct Scheduler<'a> {
     link: Option<libbpf_rs::Link>,
     /// The maps `scx_latcfs latency-nice` reaches us through; unpinned on drop.
     _pins: Pins,
-    stats_every: Option<Duration>,
 }
 
 impl<'a> Scheduler<'a> {
@@ -90,6 +90,8 @@ impl<'a> Scheduler<'a> {
         rodata.lat_budget_ns = t.lat_budget_ns;
         rodata.use_prev_cpu = !opts.no_prev_cpu;
         rodata.use_recent_cpu = !opts.no_recent_cpu;
+        rodata.cg_fast_paths = !opts.no_cgroup_fast_paths;
+        rodata.test_error_after_ns = opts.test_error_after_ms.unwrap_or(0) * 1_000_000;
         set_topology(rodata)?;
 
         let mut skel = scx_ops_load!(skel, latcfs_ops, uei)?;
@@ -123,7 +125,6 @@ impl<'a> Scheduler<'a> {
             skel,
             link: Some(link),
             _pins: pins,
-            stats_every: opts.stats,
         })
     }
 
@@ -148,23 +149,20 @@ impl<'a> Scheduler<'a> {
         Ok(c)
     }
 
-    /// Run until `shutdown` is set or the kernel ends the scheduler; then
-    /// detach and return why it ended (an error if the BPF side failed).
-    pub fn run(&mut self, shutdown: &Arc<AtomicBool>) -> Result<UserExitInfo> {
-        let mut last = self.counters()?;
-        let mut next_stats = self.stats_every.map(|d| Instant::now() + d);
+    /// Run until `shutdown` is set or the kernel ends the scheduler,
+    /// answering the stats server's requests for the counters through
+    /// `feed`; then detach and return why it ended (an error if the BPF
+    /// side failed).
+    pub fn run(&mut self, shutdown: &Arc<AtomicBool>, feed: &mut Feed) -> Result<UserExitInfo> {
         while !shutdown.load(Ordering::Relaxed) && !uei_exited!(&self.skel, uei) {
-            std::thread::sleep(POLL);
-            if let (Some(due), Some(every)) = (next_stats, self.stats_every) {
-                if Instant::now() >= due {
-                    let now = self.counters()?;
-                    println!("{}", now.since(&last).line());
-                    last = now;
-                    next_stats = Some(due + every);
-                }
-            }
+            feed.serve(POLL, || self.counters())?;
         }
         self.link.take();
+        // A restarted scheduler counts from 0 again: keep the totals going.
+        match self.counters() {
+            Ok(last) => feed.carry_over(&last),
+            Err(e) => warn!("{e:#}"),
+        }
         uei_report!(&self.skel, uei)
     }
 }

@@ -11,22 +11,12 @@ cd "$(dirname "$0")/../.."
 . tests/vm/lib.sh
 
 PROBE=$(dirname "$LATCFS")/latcfs-probe
-CG=/sys/fs/cgroup
 echo +cpu > $CG/cgroup.subtree_control
 # fg and lat hold tasks; tree/leaf checks that a rule reaches descendants
 # (a cgroup that passes the cpu controller down may hold no tasks itself).
 mkdir -p $CG/fg $CG/lat $CG/tree
 echo +cpu > $CG/tree/cgroup.subtree_control
 mkdir -p $CG/tree/leaf
-
-# run_in CGROUP CMD...: run CMD in the background inside CGROUP; $! is it.
-run_in() {
-	local cg=$1; shift
-	sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$cg" "$@" &
-	sleep 0.2
-	[ "$(cat /proc/$!/cgroup 2>/dev/null)" = "0::${cg#$CG}" ] ||
-		echo "warning: pid $! is in $(cat /proc/$!/cgroup 2>/dev/null), not ${cg#$CG}" >&2
-}
 
 hogs() { # hogs N: start N unpinned CPU hogs; their pids in HOGS
 	HOGS=()

@@ -73,8 +73,8 @@ stop_sched() {
 	wait "$SCHED_PID"
 	SCHED_RC=$?
 	SCHED_PID=
-# Kernel log lines before this suite started: later checks look past them.
-DMESG_START=$(dmesg | wc -l)
+	# Whatever the kernel logs from here on is the next scheduler's.
+	DMESG_START=$(dmesg | wc -l)
 }
 
 # counter NAME: one scheduler counter summed over every stats line the
@@ -84,11 +84,30 @@ counter() {
 		END { print s + 0 }' "$WORK/sched.out"
 }
 
+CG=/sys/fs/cgroup
+
+# run_in CGROUP CMD...: run CMD in the background inside CGROUP; $! is it.
+run_in() {
+	local cg=$1; shift
+	sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$cg" "$@" &
+	sleep 0.2
+	local want=${cg#$CG}
+	[ "$(cat /proc/$!/cgroup 2>/dev/null)" = "0::${want:-/}" ] ||
+		echo "warning: pid $! is in $(cat /proc/$!/cgroup 2>/dev/null), not ${cg#$CG}" >&2
+}
+
+# gauge NAME: the latest value of a level (not an event count) on the
+# scheduler's stats lines.
+gauge() {
+	awk -v k="$1" '/^latcfs: / { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == k) v = kv[2] } }
+		END { print v + 0 }' "$WORK/sched.out"
+}
+
 # CPU time (utime+stime, in clock ticks) a process has used.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
-# The kernel log lines, since this suite started, that mean the BPF
-# scheduler failed.
+# The kernel log lines, since the last scheduler stopped (or the suite
+# started), that mean the BPF scheduler failed.
 sched_ext_errors() {
 	dmesg | tail -n +$((DMESG_START + 1)) | grep -iE 'sched_ext.*(error|stall|watchdog|fail)' || true
 }

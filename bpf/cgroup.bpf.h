@@ -1,0 +1,300 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * cgroup weight aggregation for scx_latcfs: the cpu.weight hierarchy
+ * flattened into one effective weight per task, so that a single vtime queue
+ * serves every cgroup its share.
+ *
+ * CFS runs a queue per cgroup per CPU and schedules group entities inside
+ * group entities. We keep one queue and instead give each task the weight
+ * its position in the hierarchy earns it. At each level a cgroup competes
+ * with its active siblings (and, at the root, with the root's own tasks, as
+ * a top-level group entity competes with root tasks in CFS):
+ *
+ *	hw(C)   = w(C)                              if C's parent is the root
+ *	hw(C)   = hw(parent) * w(C) / sum(parent)   otherwise
+ *	eff(t)  = hw(C) * w(t) / sum(C)             for task t in cgroup C
+ *
+ * where w is cpu.weight (or the task's nice weight) and sum(X) is the weight
+ * of X's active children plus that of X's own runnable tasks. A cgroup is
+ * active while it has a runnable task or an active child. Worked example, all
+ * cgroups busy with one nice 0 task each and nothing runnable in the root:
+ *
+ *	root ── A (100) ── B (100)	hw(A) = 100, sum(A) = 200
+ *	     │         └── C (100)	hw(B) = hw(C) = 100 * 100 / 200 = 50
+ *	     └── D (200)		hw(D) = 200
+ *
+ * B, C and D's tasks have effective weights 50, 50 and 200: shares 1/6,
+ * 1/6 and 2/3. A second task in B halves each of B's tasks' weight, and
+ * leaves B's share alone. vtime is charged with the effective weight
+ * (vruntime.bpf.h), so the shares hold whatever the number of tasks.
+ *
+ * Costs, after the seeds:
+ *  - Activity is tracked on runnable/quiescent with atomics on the task's
+ *    cgroup, walking up only when a cgroup becomes active or idle. A change
+ *    of the active set or of a weight bumps cg_gen; hw(C) is recomputed
+ *    lazily, by the next task of C that is charged (cg_recompute counts it).
+ *  - Root fast path (Waiman Long's "Disable tg load_avg update for
+ *    root_task_group"): the root's aggregate would never be used, so tasks in
+ *    the root cgroup skip all of this and keep their own weight.
+ *  - No-op move elision (wuchi's "Reduce cost of sched_move_task"): the core
+ *    dequeues and requeues a task around every sched_move_task(), also for
+ *    the autogroup move each exiting task makes. A requeue that leaves the
+ *    task in the cgroup and at the weight it was counted with keeps its
+ *    bookkeeping instead of deactivating and reactivating the cgroup.
+ * --no-cgroup-fast-paths turns both off (the root's aggregate is then kept
+ * and never read, as before the seed), to measure what they save.
+ *
+ * Races: counts are exact (each transition is decided by one atomic), but a
+ * weight change racing a cgroup's (de)activation can leave its parent's sum
+ * off by the difference; hw() clamps each level's share to at most 1.
+ * cgroup v2 keeps processes out of inner cgroups that delegate cpu, so sums
+ * of inner cgroups change only with their children's activity.
+ */
+#ifndef __LATCFS_CGROUP_BPF_H
+#define __LATCFS_CGROUP_BPF_H
+
+#include "task.bpf.h"
+
+/* Skip group work for root tasks and no-op requeues (--no-cgroup-fast-paths clears it). */
+const volatile bool cg_fast_paths = true;
+
+/* fixed-point fraction bits of hw() */
+#define CG_HW_SHIFT		16
+
+/* the core's DEQUEUE_SAVE / ENQUEUE_RESTORE: a dequeue that will be undone at once */
+#define CORE_DEQ_SAVE		0x02
+#define CORE_ENQ_RESTORE	0x02
+
+struct cg_ctx {
+	/* cpu.weight */
+	u64	weight;
+	/* id of the parent cgroup; 0 if the parent is the root */
+	u64	parent_id;
+	/* runnable tasks plus active children; active while > 0 */
+	s64	nr;
+	/* weight of the runnable tasks plus that of the active children */
+	s64	sum;
+	/* hw() in weight units << CG_HW_SHIFT, valid while hw_gen == cg_gen */
+	u64	hw;
+	u64	hw_gen;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, LATCFS_MAX_CGROUPS);
+	__type(key, u64);
+	__type(value, struct cg_ctx);
+} cg_ctxs SEC(".maps");
+
+/* Bumped whenever hw() of some cgroup may have changed. */
+static u64 cg_gen = 1;
+
+static __always_inline struct cg_ctx *cg_lookup(u64 id)
+{
+	return bpf_map_lookup_elem(&cg_ctxs, &id);
+}
+
+static __always_inline u64 cgrp_id(struct cgroup *cgrp)
+{
+	return BPF_CORE_READ(cgrp, kn, id);
+}
+
+/* The id tasks of @cgrp are accounted under: 0 for the root's fast path. */
+static __always_inline u64 cg_task_id(struct cgroup *cgrp)
+{
+	if (!cgrp || (cg_fast_paths && !BPF_CORE_READ(cgrp, level)))
+		return 0;
+	return cgrp_id(cgrp);
+}
+
+/*
+ * @c gained a member (a runnable task or an active child): if that made it
+ * active, it joins its parent's sum, and so on up.
+ */
+static void cg_activate(struct cg_ctx *c)
+{
+	struct cg_ctx *parent;
+	int i;
+
+	bpf_for(i, 0, LATCFS_CGROUP_MAX_DEPTH) {
+		if (__sync_fetch_and_add(&c->nr, 1) != 0)
+			return;
+		stat_add(LATCFS_STAT_CG_ACTIVE, 1);
+		__sync_fetch_and_add(&cg_gen, 1);
+		if (!c->parent_id || !(parent = cg_lookup(c->parent_id)))
+			return;
+		__sync_fetch_and_add(&parent->sum, c->weight);
+		c = parent;
+	}
+}
+
+/* @c lost a member: the reverse of cg_activate(). */
+static void cg_deactivate(struct cg_ctx *c)
+{
+	struct cg_ctx *parent;
+	int i;
+
+	bpf_for(i, 0, LATCFS_CGROUP_MAX_DEPTH) {
+		if (__sync_fetch_and_sub(&c->nr, 1) != 1)
+			return;
+		stat_add(LATCFS_STAT_CG_ACTIVE, -1);
+		__sync_fetch_and_add(&cg_gen, 1);
+		if (!c->parent_id || !(parent = cg_lookup(c->parent_id)))
+			return;
+		__sync_fetch_and_sub(&parent->sum, c->weight);
+		c = parent;
+	}
+}
+
+/* Count runnable @p, of weight @weight, in its cgroup. */
+static void cg_count(struct task_ctx *tctx, u64 weight)
+{
+	struct cg_ctx *c = cg_lookup(tctx->cg_id);
+
+	if (!c)
+		return;
+	tctx->cg_counted = tctx->cg_id;
+	tctx->cg_weight = weight;
+	__sync_fetch_and_add(&c->sum, weight);
+	cg_activate(c);
+}
+
+static void cg_uncount(struct task_ctx *tctx)
+{
+	struct cg_ctx *c;
+
+	if (!tctx->cg_counted)
+		return;
+	c = cg_lookup(tctx->cg_counted);
+	tctx->cg_counted = 0;
+	if (!c)
+		return;
+	__sync_fetch_and_sub(&c->sum, tctx->cg_weight);
+	cg_deactivate(c);
+}
+
+/* From ops.runnable(): @p became runnable, or is being requeued. */
+static __always_inline void cg_runnable(struct task_struct *p, struct task_ctx *tctx)
+{
+	if (tctx->cg_saved) {
+		tctx->cg_saved = false;
+		if (tctx->cg_counted == tctx->cg_id) {
+			/* Same cgroup: at most the weight changed, no (de)activation. */
+			if (tctx->cg_weight != p->scx.weight) {
+				struct cg_ctx *c = cg_lookup(tctx->cg_id);
+
+				if (c)
+					__sync_fetch_and_add(&c->sum, (s64)p->scx.weight - (s64)tctx->cg_weight);
+				tctx->cg_weight = p->scx.weight;
+			} else {
+				stat_inc(LATCFS_STAT_CG_MOVE_SKIP);
+			}
+			return;
+		}
+		stat_inc(LATCFS_STAT_CG_MOVE);
+		cg_uncount(tctx);
+	}
+	if (!tctx->cg_id) {
+		stat_inc(LATCFS_STAT_CG_ROOT_FAST);
+		return;
+	}
+	cg_count(tctx, p->scx.weight);
+}
+
+/* From ops.quiescent(). */
+static __always_inline void cg_quiescent(struct task_ctx *tctx, u64 deq_flags)
+{
+	if (!tctx->cg_counted)
+		return;
+	/* Requeued at once (cgroup move, nice, affinity): settle it then. */
+	if (cg_fast_paths && (deq_flags & CORE_DEQ_SAVE)) {
+		tctx->cg_saved = true;
+		return;
+	}
+	cg_uncount(tctx);
+}
+
+/*
+ * hw() of @c (see the top of this file), recomputed only if the active set
+ * or a weight changed since it was last computed.
+ */
+static u64 cg_hweight(struct cg_ctx *c)
+{
+	u64 gen = READ_ONCE(cg_gen), hw = 1ULL << CG_HW_SHIFT, w = c->weight, sum;
+	struct cg_ctx *x = c, *parent;
+	int i;
+
+	if (c->hw_gen == gen)
+		return c->hw;
+	bpf_for(i, 0, LATCFS_CGROUP_MAX_DEPTH) {
+		w = x->weight;
+		if (!x->parent_id || !(parent = cg_lookup(x->parent_id)))
+			break;
+		sum = parent->sum > (s64)w ? parent->sum : w;
+		hw = hw * w / sum;
+		x = parent;
+	}
+	hw = hw * w ?: 1;
+	c->hw = hw;
+	c->hw_gen = gen;
+	stat_inc(LATCFS_STAT_CG_RECOMPUTE);
+	return hw;
+}
+
+/*
+ * @p's effective weight (above) in weight units << CG_HW_SHIFT; 0 for a task
+ * that keeps its own weight (root fast path, or its cgroup is gone).
+ */
+static __always_inline u64 cg_task_weight(struct task_struct *p, struct task_ctx *tctx)
+{
+	struct cg_ctx *c;
+	u64 hw, sum;
+
+	if (!tctx->cg_id || tctx->cg_counted != tctx->cg_id || !(c = cg_lookup(tctx->cg_id)))
+		return 0;
+	hw = cg_hweight(c);
+	sum = c->sum > (s64)p->scx.weight ? c->sum : p->scx.weight;
+	return hw * p->scx.weight / sum ?: 1;
+}
+
+static s32 cg_init(struct cgroup *cgrp, u32 weight)
+{
+	struct cg_ctx c = { .weight = weight };
+	struct cgroup *parent;
+	u64 id = cg_task_id(cgrp);
+
+	if (!id)
+		return 0;
+	/*
+	 * Top-level cgroups compete with root tasks at their own weight: the
+	 * root's aggregate (kept with --no-cgroup-fast-paths) is not a level.
+	 */
+	parent = (struct cgroup *)BPF_CORE_READ(cgrp, self.parent);
+	if (parent && BPF_CORE_READ(parent, level))
+		c.parent_id = cgrp_id(parent);
+	return bpf_map_update_elem(&cg_ctxs, &id, &c, BPF_ANY);
+}
+
+static void cg_set_weight(struct cgroup *cgrp, u32 weight)
+{
+	struct cg_ctx *c = cg_lookup(cgrp_id(cgrp)), *parent;
+	s64 delta;
+
+	if (!c)
+		return;
+	delta = (s64)weight - (s64)c->weight;
+	c->weight = weight;
+	if (READ_ONCE(c->nr) > 0 && c->parent_id && (parent = cg_lookup(c->parent_id)))
+		__sync_fetch_and_add(&parent->sum, delta);
+	__sync_fetch_and_add(&cg_gen, 1);
+}
+
+static void cg_exit(struct cgroup *cgrp)
+{
+	u64 id = cgrp_id(cgrp);
+
+	bpf_map_delete_elem(&cg_ctxs, &id);
+}
+
+#endif /* __LATCFS_CGROUP_BPF_H */
