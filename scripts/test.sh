@@ -25,10 +25,16 @@ if host_has_sched_ext; then
 	step "VM tests, on this host (its kernel has sched_ext)"
 	tests/vm/all.sh tests/vm
 	tests/vm/all.sh tests/vm/smt2llc
+	tests/vm/all.sh tests/vm/cpu4
 else
 	step "VM tests, in a qemu guest with 2 CPUs"
 	scripts/vm-run.sh -- tests/vm/all.sh tests/vm
 	step "VM tests, in a qemu guest with SMT siblings and 2 LLCs"
 	LATCFS_QEMU_OPTS="-smp 8,sockets=2,cores=2,threads=2" \
 		scripts/vm-run.sh --cpus 8 -- tests/vm/all.sh tests/vm/smt2llc
+	step "VM tests, in a qemu guest with 4 CPUs (hotplug)"
+	scripts/vm-run.sh --cpus 4 -- tests/vm/all.sh tests/vm/cpu4
+	step "VM tests, on the oldest installed sched_ext kernel"
+	scripts/vm-run.sh --oldest -- env LATCFS_STORM=1000 \
+		tests/vm/all.sh tests/vm/foundation.sh tests/vm/cgroup.sh
 fi
