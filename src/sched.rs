@@ -144,7 +144,8 @@ impl<'a> Scheduler<'a> {
                 .iter()
                 .filter_map(|v| v.get(..8))
                 .map(|b| u64::from_ne_bytes(b.try_into().unwrap_or([0; 8])))
-                .sum();
+                // wrapping: a gauge's per-CPU parts may be "negative"
+                .fold(0, u64::wrapping_add);
         }
         Ok(c)
     }
