@@ -3,6 +3,7 @@
 # VM tests on a Debian bookworm machine without sched_ext:
 #   - clang-19 and the -dev packages that libbpf-sys and the BPF build need;
 #   - hackbench (rt-tests) and stress-ng, the workloads the tests drive;
+#     bpftool and matplotlib for the benchmark suite's BPF costs and charts;
 #   - qemu-system-x86 from bookworm-backports and virtme-ng (PyPI, in a venv),
 #     plus udev, without which the guest cannot find its virtio console and
 #     the command's output and exit status are lost;
@@ -65,7 +66,8 @@ fi
 
 # --- packages ----------------------------------------------------------------
 pkgs=(clang-19 llvm-19 libelf-dev zlib1g-dev pkg-config libclang-dev
-      rt-tests stress-ng kmod python3-venv util-linux procps udev)
+      rt-tests stress-ng kmod python3-venv util-linux procps udev
+      bpftool python3-matplotlib)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")

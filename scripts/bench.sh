@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# The benchmark suite: hackbench and schbench tables in the layout of the
+# latency nice thread, scx_latcfs against EEVDF and any upstream sched_ext
+# scheduler installed, interleaved over rounds in one boot.
+#
+# usage: scripts/bench.sh [-r ROUNDS] [-q] [-o DIR]
+#   -r ROUNDS  rounds, each running every scheduler once in turn (default 3)
+#   -q         quick: fewer hackbench loops and shorter schbench runs
+#   -o DIR     where results go (default bench-out/DATE)
+#
+# Schedulers: eevdf (the kernel's fair class: nothing attached), latcfs
+# (default flags), latcfs-ln-20 and latcfs-ln+19 (the foreground cgroup at
+# latency nice -20 / +19), and scx_bpfland and scx_lavd when found on PATH or
+# in ~/.cargo/bin (`cargo install scx_bpfland scx_lavd`).
+# Workloads, all in a foreground cgroup:
+#   hackbench  process/thread x socket/pipe at nproc and 2*nproc groups;
+#   schbench   at 1 and 2 message threads, while stress-ng loads a background
+#              cgroup to 50% of every CPU (the thread's method); a real
+#              `schbench` on PATH is used instead of latcfs-schbench.
+# Also, per scheduler: the time from start to attached (load and verify) and
+# the average run time per call of each BPF program (kernel.bpf_stats_enabled).
+#
+# Output in DIR: raw.jsonl (one JSON object per measurement), schbench/*.json
+# (each run's own JSON), progress.log, and from scripts/bench-report.py
+# report.md (medians, spread, ratios to EEVDF, the targets) and *.png charts.
+# On a sched_ext host as root it runs here; elsewhere in the qemu guest
+# (LATCFS_BENCH_CPUS vCPUs, default 2). Under qemu's emulation work runs
+# about 100 times slower than on hardware: read the ratios, not the seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/lib.sh
+
+ROUNDS=3 QUICK=0 OUT=
+usage() { echo "usage: $0 [-r ROUNDS] [-q] [-o DIR]" >&2; exit 2; }
+while getopts "r:qo:" o; do
+	case $o in
+	r) ROUNDS=$OPTARG ;;
+	q) QUICK=1 ;;
+	o) OUT=$OPTARG ;;
+	*) usage ;;
+	esac
+done
+[[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || { echo "bench: -r wants a positive number of rounds" >&2; exit 2; }
+
+# --- on the host: build, run (here or in the guest), report ---------------
+if [ "${LATCFS_IN_GUEST:-}" != 1 ]; then
+	OUT=${OUT:-bench-out/$(date +%Y%m%d-%H%M%S)}
+	mkdir -p "$OUT"
+	OUT=$(realpath "$OUT")
+	echo "bench: building (release)" >&2
+	cargo build --locked --release >&2
+	args=(-r "$ROUNDS" -o "$OUT")
+	[ $QUICK = 0 ] || args+=(-q)
+	if host_has_sched_ext; then
+		LATCFS_IN_GUEST=1 scripts/bench.sh "${args[@]}"
+	else
+		LATCFS_OUT=$OUT scripts/vm-run.sh --cpus "${LATCFS_BENCH_CPUS:-2}" -- \
+			env LATCFS_IN_GUEST=1 HOME="$HOME" scripts/bench.sh "${args[@]}"
+	fi
+	/usr/bin/python3 scripts/bench-report.py "$OUT"
+	echo "bench: report in $OUT/report.md" >&2
+	exit 0
+fi
+
+# --- the run itself (in the guest, or on a sched_ext host) ----------------
+STEP=setup
+trap 'echo "bench: failed at step: $STEP" >&2' ERR
+exec 2> >(tee -a "$OUT/progress.log" >&2)
+progress() { echo "bench: $*" >&2; }
+
+BIN=target/release/scx_latcfs
+SCHBENCH=$(command -v schbench || echo target/release/latcfs-schbench)
+CG=/sys/fs/cgroup
+NCPU=$(nproc)
+if [ $QUICK = 1 ]; then LOOPS=50 SECS=4; else LOOPS=200 SECS=8; fi
+mkdir -p "$OUT/schbench"
+echo +cpu > $CG/cgroup.subtree_control
+mkdir -p $CG/bench-fg $CG/bench-bg
+sysctl -q kernel.bpf_stats_enabled=1
+
+scheds=(eevdf latcfs latcfs-ln-20 latcfs-ln+19)
+declare -A PEER
+for p in scx_bpfland scx_lavd; do
+	path=$(command -v $p || true)
+	[ -n "$path" ] || [ ! -x "$HOME/.cargo/bin/$p" ] || path=$HOME/.cargo/bin/$p
+	[ -z "$path" ] || { PEER[$p]=$path; scheds+=($p); }
+done
+progress "schedulers: ${scheds[*]}; $NCPU CPUs, kernel $(uname -r), $ROUNDS rounds"
+
+record() { echo "$1" >> "$OUT/raw.jsonl"; }
+now_ms() { date +%s%3N; }
+
+SCHED=
+attach() { # attach NAME: start scheduler NAME, record its time to attach
+	local name=$1 t0 cmd
+	case $name in
+	eevdf) return 0 ;;
+	latcfs) cmd=("$BIN") ;;
+	latcfs-ln-20) cmd=("$BIN" --latency-nice $CG/bench-fg=-20) ;;
+	latcfs-ln+19) cmd=("$BIN" --latency-nice $CG/bench-fg=19) ;;
+	*) cmd=("${PEER[$name]}") ;;
+	esac
+	t0=$(now_ms)
+	"${cmd[@]}" > "$OUT/sched.out" 2> "$OUT/sched.err" &
+	SCHED=$!
+	for _ in $(seq 1 600); do
+		[ "$(cat /sys/kernel/sched_ext/state)" = enabled ] && [ -n "$(cat /sys/kernel/sched_ext/root/ops 2>/dev/null)" ] && break
+		kill -0 $SCHED 2>/dev/null || { progress "$name exited: $(tail -n2 "$OUT/sched.err")"; return 1; }
+		sleep 0.1
+	done
+	[ "$(cat /sys/kernel/sched_ext/state)" = enabled ] || { progress "$name did not attach"; return 1; }
+	record "{\"round\":$ROUND,\"sched\":\"$name\",\"bench\":\"load\",\"ms\":$(( $(now_ms) - t0 ))}"
+}
+
+bpf_costs() { # the struct_ops and tracing programs of the attached scheduler
+	[ -n "$SCHED" ] || return 0
+	local progs
+	progs=$(bpftool -j prog show 2>/dev/null | /usr/bin/python3 -c '
+import json, sys
+ps = [p for p in json.load(sys.stdin) if p.get("type") in ("struct_ops", "tracing") and p.get("run_cnt")]
+print(json.dumps([{"name": p["name"], "ns": p["run_time_ns"], "cnt": p["run_cnt"]} for p in ps]))')
+	record "{\"round\":$ROUND,\"sched\":\"$1\",\"bench\":\"bpf\",\"progs\":$progs}"
+}
+
+detach() {
+	[ -n "$SCHED" ] || return 0
+	kill -INT $SCHED
+	wait $SCHED || progress "scheduler exited $? (ignored)"
+	SCHED=
+	for _ in $(seq 1 100); do
+		[ "$(cat /sys/kernel/sched_ext/state)" = disabled ] && return 0
+		sleep 0.1
+	done
+	progress "still $(cat /sys/kernel/sched_ext/state) after detach"
+	return 1
+}
+
+in_fg() { sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' $CG/bench-fg "$@"; }
+
+BG=
+bg_load() { # stress-ng at 50% of every CPU in the background cgroup
+	sh -c 'echo $$ > "$0/cgroup.procs" && exec stress-ng --cpu "$1" --cpu-load 50 --temp-path "$2" --quiet' \
+		$CG/bench-bg "$NCPU" "$OUT" &
+	BG=$!
+	sleep 1
+}
+bg_stop() {
+	[ -n "$BG" ] || return 0
+	kill $BG 2>/dev/null || true
+	wait $BG 2>/dev/null || true
+	BG=
+}
+trap 'bg_stop; detach || true' EXIT
+
+modes=("process-socket:" "thread-socket:-T" "process-pipe:-p" "thread-pipe:-p -T")
+for ROUND in $(seq 1 "$ROUNDS"); do
+	for s in "${scheds[@]}"; do
+		STEP="attach $s (round $ROUND)"
+		attach "$s"
+		for g in $NCPU $((2 * NCPU)); do
+			for m in "${modes[@]}"; do
+				name=${m%%:*} flags=${m#*:}
+				STEP="hackbench $name -g $g under $s (round $ROUND)"
+				# shellcheck disable=SC2086
+				t=$(in_fg hackbench -g $g -l $LOOPS $flags | awk '/^Time:/ {print $2}')
+				[ -n "$t" ]
+				record "{\"round\":$ROUND,\"sched\":\"$s\",\"bench\":\"hackbench\",\"mode\":\"$name\",\"groups\":$g,\"loops\":$LOOPS,\"seconds\":$t}"
+				progress "round $ROUND $s hackbench $name -g $g: ${t}s"
+			done
+		done
+		bg_load
+		for mt in 1 2; do
+			STEP="schbench -m $mt under $s (round $ROUND)"
+			f=$OUT/schbench/$s-m$mt-r$ROUND.json
+			in_fg "$SCHBENCH" -m $mt -r $SECS -w 1 -i 0 -L -j "$f" > "$f.txt" 2>&1
+			record "{\"round\":$ROUND,\"sched\":\"$s\",\"bench\":\"schbench\",\"m\":$mt,\"file\":\"schbench/${f##*/}\"}"
+			progress "round $ROUND $s schbench -m $mt: $(grep -m1 -A3 'Wakeup' "$f.txt" | awk '/99.0th/ {print "wakeup p99 " $3 " us"}')"
+		done
+		bg_stop
+		STEP="BPF costs of $s (round $ROUND)"
+		bpf_costs "$s"
+		STEP="detach $s (round $ROUND)"
+		detach
+	done
+done
+progress "done: $(wc -l < "$OUT/raw.jsonl") measurements"
