@@ -87,6 +87,9 @@ struct {
 	__type(value, struct cg_ctx);
 } cg_ctxs SEC(".maps");
 
+/* The root cgroup's id, once its aggregate is kept (--no-cgroup-fast-paths). */
+static u64 cg_root_id;
+
 /* Bumped whenever hw() of some cgroup may have changed. */
 static u64 cg_gen = 1;
 
@@ -244,14 +247,15 @@ static u64 cg_hweight(struct cg_ctx *c)
 
 /*
  * @p's effective weight (above) in weight units << CG_HW_SHIFT; 0 for a task
- * that keeps its own weight (root fast path, or its cgroup is gone).
+ * that keeps its own weight (in the root cgroup, or its cgroup is gone).
  */
 static __always_inline u64 cg_task_weight(struct task_struct *p, struct task_ctx *tctx)
 {
 	struct cg_ctx *c;
 	u64 hw, sum;
 
-	if (!tctx->cg_id || tctx->cg_counted != tctx->cg_id || !(c = cg_lookup(tctx->cg_id)))
+	if (!tctx->cg_id || tctx->cg_id == cg_root_id || tctx->cg_counted != tctx->cg_id ||
+	    !(c = cg_lookup(tctx->cg_id)))
 		return 0;
 	hw = cg_hweight(c);
 	sum = c->sum > (s64)p->scx.weight ? c->sum : p->scx.weight;
@@ -266,6 +270,9 @@ static s32 cg_init(struct cgroup *cgrp, u32 weight)
 
 	if (!id)
 		return 0;
+	/* kept, as before the seed, and never read: root tasks keep their weight */
+	if (!BPF_CORE_READ(cgrp, level))
+		cg_root_id = id;
 	/*
 	 * Top-level cgroups compete with root tasks at their own weight: the
 	 * root's aggregate (kept with --no-cgroup-fast-paths) is not a level.
