@@ -61,7 +61,7 @@ test_thread_storm() {
 	wait $a
 	local rc1=$?
 	stop_sched INT
-	echo "  $(grep -h -E 'pthread|clone' "$WORK/st.out" "$WORK/cl.out" | grep -E 'passed|bogo' | head -n2 | tr -s ' ' | tr '\n' ';')"
+	echo "  stress-ng --pthread (2 x 2000 ops, up to 64 threads each) rc $rc1, --clone (2 x 2000) rc $rc2"
 	[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ "$SCHED_RC" -eq 0 ] && no_errors ||
 		fail "pthread rc $rc1, clone rc $rc2, loader rc $SCHED_RC"
 }
