@@ -24,7 +24,8 @@
 # (each run's own JSON), progress.log, and from scripts/bench-report.py
 # report.md (medians, spread, ratios to EEVDF, the targets) and *.png charts.
 # On a sched_ext host as root it runs here; elsewhere in the qemu guest
-# (LATCFS_BENCH_CPUS vCPUs, default 2). Under qemu's emulation work runs
+# (LATCFS_BENCH_CPUS vCPUs, default 2; LATCFS_KERNEL picks the kernel image,
+# as for scripts/vm-run.sh). Under qemu's emulation work runs
 # about 100 times slower than on hardware: read the ratios, not the seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -151,6 +152,24 @@ bg_stop() {
 	BG=
 }
 trap 'bg_stop; detach || true' EXIT
+
+# An upstream scheduler that cannot attach to this kernel is left out, not
+# fatal (scx_bpfland 1.1.4 fails to load on 7.3.4+deb13, for one).
+ROUND=0
+kept=()
+for s in "${scheds[@]}"; do
+	if [ -n "${PEER[$s]:-}" ]; then
+		if ! attach "$s"; then
+			progress "leaving $s out: it does not attach to this kernel"
+			SCHED=
+			continue
+		fi
+		detach
+		sed -i '/"round":0,/d' "$OUT/raw.jsonl"
+	fi
+	kept+=("$s")
+done
+scheds=("${kept[@]}")
 
 modes=("process-socket:" "thread-socket:-T" "process-pipe:-p" "thread-pipe:-p -T")
 for ROUND in $(seq 1 "$ROUNDS"); do
