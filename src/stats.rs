@@ -239,13 +239,17 @@ pub fn describe(w: &mut impl Write) -> Result<()> {
 
 /// The server's side: each connection keeps the running totals of its own
 /// previous request and gets what happened since.
+/// What the server answers once the scheduler has begun to exit.
+const STOPPING: &str = "the scheduler is exiting";
+
 fn server_data() -> StatsServerData<(), Counters> {
     let open: Box<dyn StatsOpener<(), Counters>> = Box::new(|(req, res)| {
         req.send(())?;
         let mut prev = res.recv()?;
         let read: Box<dyn StatsReader<(), Counters>> = Box::new(move |_args, (req, res)| {
-            req.send(())?;
-            let now = res.recv()?;
+            // The run loop's end goes away when the scheduler exits.
+            req.send(()).map_err(|_| anyhow!("{STOPPING}"))?;
+            let now = res.recv().map_err(|_| anyhow!("{STOPPING}"))?;
             let delta = now.since(&prev);
             prev = now;
             LatcfsStats::from_counters(&delta)?.to_json()
@@ -404,7 +408,10 @@ pub fn monitor(path: &Path, every: Duration, format: Format, stop: &AtomicBool) 
         }
         let stats: LatcfsStats = client.request("stats", vec![]).map_err(|e| {
             // The server closes the connection, or the process is gone.
-            if e.downcast_ref::<io::Error>().is_some() || e.to_string() == "connection closed" {
+            if e.downcast_ref::<io::Error>().is_some()
+                || e.to_string() == "connection closed"
+                || e.to_string().contains(STOPPING)
+            {
                 e.context("the scx_latcfs instance stopped")
             } else {
                 e.context("reading stats from the running instance")
