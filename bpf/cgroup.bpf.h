@@ -61,9 +61,12 @@ const volatile bool cg_fast_paths = true;
 /* fixed-point fraction bits of hw() */
 #define CG_HW_SHIFT		16
 
-/* the core's DEQUEUE_SAVE / ENQUEUE_RESTORE: a dequeue that will be undone at once */
+/*
+ * The core's DEQUEUE_SAVE: a dequeue that will be undone at once. The
+ * matching requeue is recognised by cg_saved, not by ENQUEUE_RESTORE, so
+ * that a task which left for another class in between is settled too.
+ */
 #define CORE_DEQ_SAVE		0x02
-#define CORE_ENQ_RESTORE	0x02
 
 struct cg_ctx {
 	/* cpu.weight */
