@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
 # Install, idempotently, everything scx_latcfs needs to build and to run its
-# VM tests on a Debian bookworm machine without sched_ext:
-#   - clang-19 and the -dev packages that libbpf-sys and the BPF build need;
+# VM tests on a Debian bookworm machine without sched_ext. Run it as root
+# (it installs packages; `sudo` is only one way to be root):
+#   - clang-19 and the -dev packages that libbpf-sys and the BPF build need,
+#     and `clang` on PATH (a link to clang-19 unless there is one), which
+#     scx_utils' build runs when the upstream peers are built;
 #   - hackbench (rt-tests) and stress-ng, the workloads the tests drive;
 #     bpftool and matplotlib for the benchmark suite's BPF costs and charts;
 #   - qemu-system-x86 from bookworm-backports and virtme-ng (PyPI, in a venv),
 #     plus udev, without which the guest cannot find its virtio console and
-#     the command's output and exit status are lost;
+#     the command's output and exit status are lost, and busybox, from which
+#     virtme-ng builds the initramfs that Debian's modular kernels need;
 #   - a Debian kernel with CONFIG_SCHED_CLASS_EXT=y from trixie-backports,
 #     chosen by query (newest generic amd64 flavour), extracted without its
 #     maintainer scripts, then depmod'ed; and the newest 6.17 one as well,
 #     the oldest series the tests boot.
+# It ends by checking every command the scripts call (scripts/check-deps.sh)
+# and by booting each installed kernel once, so that a missing piece shows up
+# here, in one line, and not in the middle of the tests.
 #
 # Environment:
 #   LATCFS_KERNEL_ABI  install this ABI (e.g. 6.17.13+deb13-amd64) instead of
@@ -67,7 +74,7 @@ fi
 # --- packages ----------------------------------------------------------------
 pkgs=(clang-19 llvm-19 libelf-dev zlib1g-dev pkg-config libclang-dev
       rt-tests stress-ng kmod python3-venv util-linux procps udev
-      bpftool python3-matplotlib)
+      bpftool python3-matplotlib busybox-static)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
@@ -75,6 +82,11 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
 	log "installing ${missing[*]}"
 	apt-get install -y -q "${missing[@]}" >/dev/null
+fi
+# scx_utils' build script (the upstream peers' build) runs plain `clang`.
+if ! command -v clang >/dev/null; then
+	log "linking /usr/local/bin/clang to clang-19"
+	ln -sf "$(command -v clang-19)" /usr/local/bin/clang
 fi
 # qemu from backports: bookworm's 7.2 lacks nothing we need, but the
 # backported one is what the harness was verified with.
@@ -153,3 +165,23 @@ if [ -n "$series" ]; then
 	[ -n "$old" ] || die "the archive has no generic linux-image of series $series"
 	install_kernel "$old"
 fi
+
+# --- check -------------------------------------------------------------------
+here=$(cd "$(dirname "$0")/.." && pwd)
+"$here/scripts/check-deps.sh" || die "commands are still missing after the install (above)"
+# Boot each kernel once with a trivial command: what the tests do first.
+boot_check() { # KERNEL-IMAGE
+	local out err rc=0
+	out=$(mktemp) err=$(mktemp)
+	LATCFS_KERNEL=$1 LATCFS_VM_TIMEOUT=300 LATCFS_OUT=$(mktemp -d) "$here/scripts/vm-run.sh" --cpus 1 --memory 1G \
+		-- cat /sys/kernel/sched_ext/state > "$out" 2> "$err" < /dev/null || rc=$?
+	if [ $rc -ne 0 ] || ! grep -qx disabled "$out"; then
+		why=$(grep -v '^[[:space:]]*$' "$err" | tail -n1)
+		rm -f "$out" "$err"
+		die "the guest kernel $1 did not boot (exit $rc): ${why:-no output}"
+	fi
+	rm -f "$out" "$err"
+	log "guest boot checked: $1"
+}
+boot_check "$(kimage_of "$abi")"
+[ -z "$series" ] || boot_check "$(kimage_of "$old")"

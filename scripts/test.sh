@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# Run every test: formatting and lints, the unit tests, then the VM tests.
+# Run every test: the dependency check, formatting and lints, the unit
+# tests, then the VM tests and scripts/run.sh end to end.
 #
 # The VM tests need a sched_ext kernel. As root on a host whose own kernel
-# has sched_ext they run right here; anywhere else they run in one qemu
-# guest (scripts/vm-run.sh), which scripts/setup.sh must have prepared. If
-# the guest cannot boot, the VM tests fail: they are never skipped.
+# has sched_ext they run right here; anywhere else they run in qemu guests
+# (scripts/vm-run.sh), which scripts/setup.sh must have prepared. If a guest
+# cannot boot, its tests fail: they are never skipped. Every boot runs even
+# when an earlier one failed, and the last line sums them all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
 
 step() { printf '\n### %s\n' "$*"; }
 
+step "dependencies"
+if host_has_sched_ext; then scripts/check-deps.sh --host-only; else scripts/check-deps.sh; fi
 step "cargo fmt --check"
 cargo fmt --check
 step "cargo clippy"
@@ -21,20 +25,63 @@ step "build"
 cargo build --locked
 
 export LATCFS=target/debug/scx_latcfs
+passed=0 failed=0 failed_runs=()
+# run_suites NAME CMD...: run one boot's suites; add its "N passed, N
+# failed" line to the totals (a run without that line counts as a failure).
+run_suites() {
+	local name=$1 out rc=0 line
+	shift
+	step "$name"
+	out=$(mktemp)
+	"$@" 2>&1 | tee "$out" || rc=$?
+	line=$(grep -E '^vm \(.*\): [0-9]+ passed, [0-9]+ failed$' "$out" | tail -n1 || true)
+	rm -f "$out"
+	if [ -n "$line" ]; then
+		line=${line##*: }
+		set -- $line
+		passed=$((passed + $1)) failed=$((failed + $3))
+	fi
+	if [ -z "$line" ] || [ $rc -ne 0 ]; then
+		[ -n "$line" ] && [ "$3" -gt 0 ] || failed=$((failed + 1))
+		failed_runs+=("$name")
+	fi
+}
+
+# run.sh, the README's command that runs the scheduler, end to end with a
+# short demo: it must attach, run the demo and detach with exit 0.
+run_sh_test() {
+	local out rc=0
+	out=$(mktemp)
+	LATCFS_DEMO=short scripts/run.sh --slice-us 5000 2>&1 | tee "$out" || rc=$?
+	if [ $rc -eq 0 ] && grep -q '^== attached: latcfs' "$out" &&
+		grep -q '^latcfs: ' "$out" &&
+		grep -q '^== scx_latcfs exited 0; sched_ext state: disabled$' "$out"; then
+		echo "vm (run.sh): 1 passed, 0 failed"
+	else
+		echo "not ok - scripts/run.sh: exit $rc, or no attach / stats line / clean detach in its output"
+		echo "vm (run.sh): 0 passed, 1 failed"
+	fi
+	rm -f "$out"
+}
+
 if host_has_sched_ext; then
-	step "VM tests, on this host (its kernel has sched_ext)"
-	tests/vm/all.sh tests/vm
-	tests/vm/all.sh tests/vm/smt2llc
-	tests/vm/all.sh tests/vm/cpu4
+	run_suites "VM tests, on this host (its kernel has sched_ext)" tests/vm/all.sh tests/vm
+	run_suites "VM tests with SMT and 2 LLCs, on this host" tests/vm/all.sh tests/vm/smt2llc
+	run_suites "VM tests with 4 CPUs, on this host" tests/vm/all.sh tests/vm/cpu4
 else
-	step "VM tests, in a qemu guest with 2 CPUs"
-	scripts/vm-run.sh -- tests/vm/all.sh tests/vm
-	step "VM tests, in a qemu guest with SMT siblings and 2 LLCs"
-	LATCFS_QEMU_OPTS="-smp 8,sockets=2,cores=2,threads=2" \
+	run_suites "VM tests, in a qemu guest with 2 CPUs" \
+		scripts/vm-run.sh -- tests/vm/all.sh tests/vm
+	run_suites "VM tests, in a qemu guest with SMT siblings and 2 LLCs" \
+		env LATCFS_QEMU_OPTS="-smp 8,sockets=2,cores=2,threads=2" \
 		scripts/vm-run.sh --cpus 8 -- tests/vm/all.sh tests/vm/smt2llc
-	step "VM tests, in a qemu guest with 4 CPUs (hotplug)"
-	scripts/vm-run.sh --cpus 4 -- tests/vm/all.sh tests/vm/cpu4
-	step "VM tests, on the oldest installed sched_ext kernel"
-	scripts/vm-run.sh --oldest -- env LATCFS_STORM=1000 \
+	run_suites "VM tests, in a qemu guest with 4 CPUs (hotplug)" \
+		scripts/vm-run.sh --cpus 4 -- tests/vm/all.sh tests/vm/cpu4
+	run_suites "VM tests, on the oldest installed sched_ext kernel" \
+		scripts/vm-run.sh --oldest -- env LATCFS_STORM=1000 \
 		tests/vm/all.sh tests/vm/foundation.sh tests/vm/cgroup.sh
+	run_suites "scripts/run.sh end to end" run_sh_test
 fi
+
+[ ${#failed_runs[@]} -eq 0 ] || printf '\nfailed runs: %s\n' "${failed_runs[*]}"
+echo "test.sh: $passed passed, $failed failed"
+[ $failed -eq 0 ] && [ ${#failed_runs[@]} -eq 0 ]

@@ -352,6 +352,43 @@ pub enum Format {
     Json,
 }
 
+/// What a client prints, as the whole error, when the instance it reads
+/// goes away under it, however the race between the two ends.
+const INSTANCE_STOPPED: &str = "the scx_latcfs instance stopped";
+
+/// Did a request fail because the instance is exiting or gone? The server
+/// answers `STOPPING` once the scheduler's run loop has ended (scx_stats
+/// hands that back as a message under a `StatsErrno` context, so it is
+/// looked for along the whole chain); after that the socket is closed or
+/// removed under the client.
+fn instance_gone(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        if let Some(io) = c.downcast_ref::<io::Error>() {
+            return matches!(
+                io.kind(),
+                io::ErrorKind::BrokenPipe
+                    | io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::ConnectionAborted
+                    | io::ErrorKind::UnexpectedEof
+                    | io::ErrorKind::NotFound
+                    | io::ErrorKind::ConnectionRefused
+            );
+        }
+        let msg = c.to_string();
+        msg.contains(STOPPING) || msg == "connection closed"
+    })
+}
+
+/// The error of a failed request: `INSTANCE_STOPPED` alone when the
+/// instance went away, else `what` with the cause.
+fn request_error(e: anyhow::Error, what: &str) -> anyhow::Error {
+    if instance_gone(&e) {
+        anyhow!("{INSTANCE_STOPPED}")
+    } else {
+        e.context(what.to_string())
+    }
+}
+
 /// Connect to the scx_latcfs stats server on `path`, check that it is
 /// one, and start its interval (the first answer after this covers the
 /// time since).
@@ -377,7 +414,7 @@ pub fn connect(path: &Path) -> Result<StatsClient> {
         })?;
     let meta: BTreeMap<String, Value> = client
         .request("stats_meta", vec![])
-        .with_context(|| format!("reading the stats description from {shown}"))?;
+        .map_err(|e| request_error(e, &format!("reading the stats description from {shown}")))?;
     let ours = LatcfsStats::meta().name;
     if !meta.contains_key(&ours) {
         let theirs: Vec<&String> = meta.keys().collect();
@@ -385,7 +422,7 @@ pub fn connect(path: &Path) -> Result<StatsClient> {
     }
     client
         .request::<Value>("stats", vec![])
-        .with_context(|| format!("reading stats from {shown}"))?;
+        .map_err(|e| request_error(e, &format!("reading stats from {shown}")))?;
     Ok(client)
 }
 
@@ -406,17 +443,9 @@ pub fn monitor(path: &Path, every: Duration, format: Format, stop: &AtomicBool) 
             }
             std::thread::sleep((due - now).min(STEP));
         }
-        let stats: LatcfsStats = client.request("stats", vec![]).map_err(|e| {
-            // The server closes the connection, or the process is gone.
-            if e.downcast_ref::<io::Error>().is_some()
-                || e.to_string() == "connection closed"
-                || e.to_string().contains(STOPPING)
-            {
-                e.context("the scx_latcfs instance stopped")
-            } else {
-                e.context("reading stats from the running instance")
-            }
-        })?;
+        let stats: LatcfsStats = client
+            .request("stats", vec![])
+            .map_err(|e| request_error(e, "reading stats from the running instance"))?;
         let text = match format {
             Format::Line => stats.line(),
             Format::Json => serde_json::to_string(&stats).context("formatting stats as JSON")?,
@@ -459,6 +488,22 @@ pub fn spawn_printer(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_exiting_instance_reads_as_stopped_whatever_the_timing() {
+        // The server's answer once the run loop is gone, as scx_stats'
+        // client hands it back: the message under an errno context.
+        let exiting = anyhow!("\"{STOPPING}\"").context(scx_stats::StatsErrno(22));
+        // The socket closed under the client, before or during a read.
+        let closed = anyhow!("connection closed");
+        let reset: anyhow::Error = io::Error::from(io::ErrorKind::ConnectionReset).into();
+        let pipe = anyhow::Error::from(io::Error::from(io::ErrorKind::BrokenPipe)).context("x");
+        for e in [exiting, closed, reset, pipe] {
+            assert_eq!(request_error(e, "reading").to_string(), INSTANCE_STOPPED);
+        }
+        let other = request_error(anyhow!("expected value at line 1"), "reading");
+        assert_eq!(format!("{other:#}"), "reading: expected value at line 1");
+    }
 
     #[test]
     fn names_follow_the_bpf_enum() {

@@ -166,6 +166,33 @@ test_monitor_after_stop() {
 	return 0
 }
 
+test_monitor_exit_race() {
+	# Stop the instance at a different moment of a fast monitor's cycle
+	# each time: before its first request, between requests, in the middle
+	# of one. Whatever the timing, the monitor prints one line and exits 1.
+	local i rc delay bad=0 seen=""
+	for i in $(seq 1 12); do
+		start_sched || return 1
+		"$LATCFS" --monitor 0.1 > "$WORK/race.out" 2> "$WORK/race.err" &
+		local mon=$!
+		delay=$(printf '0.%02d' $(( (i * 37) % 100 )))
+		sleep "$delay"
+		stop_sched INT
+		[ "$SCHED_RC" -eq 0 ] || { kill $mon; fail "round $i: the scheduler exited $SCHED_RC"; return 1; }
+		wait_for 10 eval '! kill -0 $mon 2>/dev/null' || { kill $mon; fail "round $i: --monitor still runs"; return 1; }
+		rc=0
+		wait $mon || rc=$?
+		seen+=" $delay:$rc:$(grep -c '^latcfs: ' "$WORK/race.out")"
+		if [ $rc -ne 1 ] || [ "$(wc -l < "$WORK/race.err")" -ne 1 ] ||
+			! grep -qE '^scx_latcfs: (the scx_latcfs instance stopped|no scx_latcfs instance is running .*)$' "$WORK/race.err"; then
+			echo "  round $i (stopped after ${delay}s): exit $rc, stderr: $(head -c 300 "$WORK/race.err")"
+			bad=$((bad + 1))
+		fi
+	done
+	echo "  delay:exit:lines per round:$seen"
+	[ $bad -eq 0 ] || { fail "$bad of 12 rounds did not end with the one documented line and exit 1"; return 1; }
+}
+
 test_monitor_not_root() {
 	start_sched || return 1
 	local rc=0
@@ -221,6 +248,7 @@ run_test "a stale socket: --monitor says none runs, the next instance starts" te
 run_test "--monitor prints stats lines whose counters move" test_monitor_lines
 run_test "--monitor --json prints one JSON object per interval" test_monitor_json
 run_test "--monitor ends with one line when the instance exits" test_monitor_after_stop
+run_test "--monitor ends with one line, however its instance's exit races it" test_monitor_exit_race
 run_test "--monitor without root is refused" test_monitor_not_root
 run_test "--monitor goes on across a restart" test_monitor_across_restart
 finish
