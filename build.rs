@@ -1,6 +1,7 @@
 // Builds the BPF scheduler (bpf/main.bpf.c) into a libbpf-rs skeleton and
 // turns bpf/intf.h into Rust with bindgen; scx_cargo supplies vmlinux.h and
-// the sched_ext BPF headers.
+// the sched_ext BPF headers. Also builds bpf/arith.h for the host, for the
+// unit tests.
 use std::process::Command;
 
 fn main() {
@@ -10,6 +11,17 @@ fn main() {
         .enable_skel("bpf/main.bpf.c", "bpf")
         .build()
         .expect("building the BPF scheduler failed");
+
+    // bpf/arith.h for the host too, so that the unit tests (src/arith.rs)
+    // exercise the BPF side's own arithmetic.
+    cc::Build::new()
+        .file("tests/arith/host.c")
+        .include("bpf")
+        .warnings(true)
+        .extra_warnings(true)
+        .compile("latcfs_arith");
+    println!("cargo:rerun-if-changed=bpf/arith.h");
+    println!("cargo:rerun-if-changed=tests/arith/host.c");
 
     // The git revision for --version; "unknown" outside a git checkout.
     let rev = Command::new("git")

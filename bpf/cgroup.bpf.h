@@ -53,7 +53,9 @@
 #ifndef __LATCFS_CGROUP_BPF_H
 #define __LATCFS_CGROUP_BPF_H
 
+#include "arith.h"
 #include "task.bpf.h"
+#include "stats.bpf.h"
 
 /* Skip group work for root tasks and no-op requeues (--no-cgroup-fast-paths clears it). */
 const volatile bool cg_fast_paths = true;
@@ -227,7 +229,7 @@ static __always_inline void cg_quiescent(struct task_ctx *tctx, u64 deq_flags)
  */
 static u64 cg_hweight(struct cg_ctx *c)
 {
-	u64 gen = READ_ONCE(cg_gen), hw = 1ULL << CG_HW_SHIFT, w = c->weight, sum;
+	u64 gen = READ_ONCE(cg_gen), hw = 1ULL << CG_HW_SHIFT, w = c->weight;
 	struct cg_ctx *x = c, *parent;
 	int i;
 
@@ -237,11 +239,10 @@ static u64 cg_hweight(struct cg_ctx *c)
 		w = x->weight;
 		if (!x->parent_id || !(parent = cg_lookup(x->parent_id)))
 			break;
-		sum = parent->sum > (s64)w ? parent->sum : w;
-		hw = hw * w / sum;
+		hw = hw_step(hw, w, parent->sum);
 		x = parent;
 	}
-	hw = hw * w ?: 1;
+	hw = vt_mul_div(hw, w, 1) ?: 1;
 	c->hw = hw;
 	c->hw_gen = gen;
 	stat_inc(LATCFS_STAT_CG_RECOMPUTE);
@@ -255,14 +256,14 @@ static u64 cg_hweight(struct cg_ctx *c)
 static __always_inline u64 cg_task_weight(struct task_struct *p, struct task_ctx *tctx)
 {
 	struct cg_ctx *c;
-	u64 hw, sum;
+	u64 hw;
 
 	if (!tctx->cg_id || tctx->cg_id == cg_root_id || tctx->cg_counted != tctx->cg_id ||
 	    !(c = cg_lookup(tctx->cg_id)))
 		return 0;
 	hw = cg_hweight(c);
-	sum = c->sum > (s64)p->scx.weight ? c->sum : p->scx.weight;
-	return hw * p->scx.weight / sum ?: 1;
+	/* the task's share of its cgroup, as one more level of the walk */
+	return hw_step(hw, p->scx.weight, c->sum);
 }
 
 static s32 cg_init(struct cgroup *cgrp, u32 weight)

@@ -30,6 +30,7 @@
 #define __LATCFS_IDLE_BPF_H
 
 #include "task.bpf.h"
+#include "stats.bpf.h"
 
 /* LLC id of each CPU, from the loader's topology (scx_utils). */
 const volatile u32 cpu_llc_id[LATCFS_MAX_CPUS];
@@ -167,6 +168,26 @@ static s32 pick_idle_cpu(struct task_struct *p, s32 prev, u64 wake_flags)
 	}
 	stat_inc(LATCFS_STAT_SIS_FAIL);
 	return -1;
+}
+
+/*
+ * @p was just queued rather than placed on an idle CPU: a slice expiry, a
+ * preemption, a requeue, or a wakeup whose idle CPU went busy, or whose
+ * CPU went idle just after the search. If a CPU @p may use is idle now,
+ * wake it to take @p (prev first, for its cache): no CPU idles while work
+ * it may run waits.
+ */
+static void kick_idle_for(struct task_struct *p)
+{
+	s32 cpu = scx_bpf_task_cpu(p);
+
+	if (!claim(p, cpu)) {
+		cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
+		if (cpu < 0)
+			return;
+	}
+	scx_bpf_kick_cpu(cpu, SCX_KICK_IDLE);
+	stat_inc(LATCFS_STAT_IDLE_KICK);
 }
 
 /* Build each LLC's cpumask from cpu_llc_id[]. */

@@ -27,6 +27,9 @@ enum latcfs_consts {
 	/* cgroups (with the cpu controller) whose weights the BPF side tracks */
 	LATCFS_MAX_CGROUPS	= 16384,
 
+	/* tasks of one DSQ the wait bound's walks visit at most (bound.bpf.h) */
+	LATCFS_SCAN_MAX		= 4096,
+
 	/* topology the BPF side can hold (the loader refuses bigger machines) */
 	LATCFS_MAX_CPUS		= 1024,
 	LATCFS_MAX_LLCS		= 256,
@@ -91,6 +94,11 @@ struct task_ctx {
 	unsigned int		cg_weight;	/* weight counted in cg_counted's sum */
 	unsigned long long	cg_id;		/* the task's cgroup; 0: root fast path */
 	unsigned long long	cg_counted;	/* cgroup counting it as runnable; 0: none */
+	/* when it was queued in a DSQ of ours, for the wait bound; 0: not queued */
+	unsigned long long	queued_at;
+	/* vtime - reference when it left sched_ext, restored when it returns */
+	long long		saved_lag;
+	_Bool			has_saved_lag;
 };
 
 /*
@@ -104,7 +112,10 @@ enum latcfs_stat {
 	LATCFS_STAT_WAKEUP,
 	/* tasks moved from the shared vtime DSQ to a CPU's local DSQ */
 	LATCFS_STAT_SHARED,
-	/* dispatches that found nothing queued and let the running task go on */
+	/*
+	 * slice ends at which the running task went on with a fresh slice: it
+	 * still led the queue, or nothing queued may run on its CPU
+	 */
 	LATCFS_STAT_KEEP,
 	/* wakeups whose vtime was clamped by the sleeper-credit bound */
 	LATCFS_STAT_LAG_CLAMP,
@@ -150,6 +161,15 @@ enum latcfs_stat {
 	 * subtracts its deactivations; the sum over CPUs is the level.
 	 */
 	LATCFS_STAT_CG_ACTIVE,
+	/*
+	 * Never stall: tasks moved ahead of the queue for having waited longer
+	 * than --max-wait-ms (bound.bpf.h); idle CPUs woken for a task just
+	 * queued; CPUs taken by a higher sched class, whose local tasks were
+	 * handed back to the queue (ops.cpu_release).
+	 */
+	LATCFS_STAT_RESCUE,
+	LATCFS_STAT_IDLE_KICK,
+	LATCFS_STAT_CPU_RELEASE,
 	LATCFS_NR_STATS,
 };
 

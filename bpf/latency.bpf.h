@@ -49,6 +49,8 @@
 #define __LATCFS_LATENCY_BPF_H
 
 #include "task.bpf.h"
+#include "stats.bpf.h"
+#include "vruntime.bpf.h"
 
 /* Offset at latency nice -20, in weighted ns (--latency-us). */
 const volatile u64 latency_range_ns = 6ULL * 1000 * 1000;
@@ -97,26 +99,6 @@ struct {
 	__type(key, u32);
 	__type(value, struct latcfs_lat_ctl);
 } lat_ctl SEC(".maps");
-
-/*
- * What wakeup preemption needs to know about the task running on each CPU.
- * Kept only while nr_lat_tasks is non-zero: a stale entry left from before
- * makes the running task look older than it is, which errs towards
- * preempting it.
- */
-struct cpu_ctx {
-	/* its latency offset */
-	s64 curr_lat_offset;
-	/* when it started running, to bring its vtime up to date */
-	u64 curr_started_at;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, u32);
-	__type(value, struct cpu_ctx);
-} cpu_ctx_stor SEC(".maps");
 
 static __always_inline u64 lat_rules_gen(void)
 {
@@ -239,10 +221,14 @@ static __always_inline void lat_unbias(struct task_struct *p, struct task_ctx *t
 }
 
 /* Note the task starting on this CPU, for wakeup preemption. */
+/*
+ * Kept only while nr_lat_tasks is non-zero: a stale offset left from before
+ * makes the running task look older than it is, which errs towards
+ * preempting it.
+ */
 static __always_inline void lat_note_curr(struct task_ctx *tctx)
 {
-	u32 zero = 0;
-	struct cpu_ctx *cctx = bpf_map_lookup_elem(&cpu_ctx_stor, &zero);
+	struct cpu_ctx *cctx = this_cpu_ctx();
 
 	if (cctx) {
 		cctx->curr_lat_offset = tctx->lat_offset;
@@ -259,7 +245,6 @@ static bool lat_wakeup_preempt(struct task_struct *p, struct task_ctx *tctx, u64
 	s32 cpu = scx_bpf_task_cpu(p);
 	struct task_struct *curr;
 	struct cpu_ctx *cctx;
-	u32 zero = 0;
 	u64 curr_key, now;
 
 	curr = __COMPAT_scx_bpf_cpu_curr(cpu);
@@ -269,7 +254,7 @@ static bool lat_wakeup_preempt(struct task_struct *p, struct task_ctx *tctx, u64
 	if (curr->policy == SCHED_POLICY_FIFO || curr->policy == SCHED_POLICY_RR ||
 	    curr->policy == SCHED_POLICY_DEADLINE)
 		return false;
-	cctx = bpf_map_lookup_percpu_elem(&cpu_ctx_stor, &zero, cpu);
+	cctx = cpu_ctx_of(cpu);
 	if (!cctx)
 		return false;
 	/* its vtime as of now: charged so far plus what it has run since */

@@ -51,33 +51,20 @@
 #include <scx/common.bpf.h>
 #include "intf.h"
 
+/*
+ * The headers below are the source modules of this one BPF object: each
+ * holds one concern and includes what it uses.
+ */
+#include "stats.bpf.h"
+#include "vruntime.bpf.h"
+#include "bound.bpf.h"
+#include "latency.bpf.h"
+#include "idle.bpf.h"
+#include "dump.bpf.h"
+
 char _license[] SEC("license") = "GPL";
 
 UEI_DEFINE(uei);
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(key_size, sizeof(u32));
-	__uint(value_size, sizeof(u64));
-	__uint(max_entries, LATCFS_NR_STATS);
-} stats SEC(".maps");
-
-static __always_inline void stat_add(u32 idx, s64 delta)
-{
-	u64 *cnt = bpf_map_lookup_elem(&stats, &idx);
-
-	if (cnt)
-		*cnt += delta;
-}
-
-static __always_inline void stat_inc(u32 idx)
-{
-	stat_add(idx, 1);
-}
-
-#include "vruntime.bpf.h"
-#include "latency.bpf.h"
-#include "idle.bpf.h"
 
 /*
  * Test only (--test-error-after-ms): fail on purpose this long after ops.init,
@@ -146,10 +133,16 @@ static bool lat_enqueue(struct task_struct *p, u64 enq_flags)
 
 void BPF_STRUCT_OPS(latcfs_enqueue, struct task_struct *p, u64 enq_flags)
 {
+	struct task_ctx *tctx = lookup_task_ctx(p);
+
 	stat_inc(LATCFS_STAT_ENQUEUE);
+	if (tctx)
+		bound_queued(tctx);
 	if (nr_lat_tasks && lat_enqueue(p, enq_flags))
-		return;
+		goto queued;
 	scx_bpf_dsq_insert_vtime(p, LATCFS_SHARED_DSQ, slice_ns, p->scx.dsq_vtime, enq_flags);
+queued:
+	kick_idle_for(p);
 }
 
 /*
@@ -238,19 +231,28 @@ fair_first:
 
 void BPF_STRUCT_OPS(latcfs_dispatch, s32 cpu, struct task_struct *prev)
 {
-	bool keep = prev && prev_leads_queue(prev);
+	struct task_ctx *tctx;
+	bool keep;
 
 	if (test_error_after_ns && time_after(scx_bpf_now(), test_error_at))
 		scx_bpf_error("test error, requested by --test-error-after-ms");
 
+	/* Tasks past the wait bound come first, whatever their vtime. */
+	if (bound_dispatch(cpu))
+		return;
+
+	keep = prev && prev_leads_queue(prev);
 	if (!keep && (nr_lat_tasks ? consume_lat_or_fair() : consume_fair()))
 		return;
 	/*
 	 * Either @prev leads, or nothing queued may run here: let @prev go on
-	 * with a fresh slice instead of bouncing it through the queue.
+	 * with a fresh slice instead of bouncing it through the queue, charged
+	 * first for the slice it used.
 	 */
 	if (prev && (prev->scx.flags & SCX_TASK_QUEUED)) {
 		stat_inc(LATCFS_STAT_KEEP);
+		if ((tctx = lookup_task_ctx(prev)))
+			vtime_recharge(prev, tctx);
 		prev->scx.slice = slice_ns;
 	}
 }
@@ -262,6 +264,7 @@ void BPF_STRUCT_OPS(latcfs_running, struct task_struct *p)
 	if (!tctx)
 		return;
 	lat_unbias(p, tctx);
+	bound_started(tctx);
 	vtime_start(p, tctx);
 	lat_refresh(p, tctx);
 	lat_uncount(tctx);
@@ -274,7 +277,7 @@ void BPF_STRUCT_OPS(latcfs_stopping, struct task_struct *p, bool runnable)
 	struct task_ctx *tctx = lookup_task_ctx(p);
 
 	if (tctx)
-		vtime_charge(p, tctx);
+		vtime_stop(p, tctx);
 }
 
 void BPF_STRUCT_OPS(latcfs_quiescent, struct task_struct *p, u64 deq_flags)
@@ -289,11 +292,11 @@ void BPF_STRUCT_OPS(latcfs_enable, struct task_struct *p)
 {
 	struct task_ctx *tctx = lookup_task_ctx(p);
 
-	/* A new task starts level with the queue: no credit, no debt. */
-	p->scx.dsq_vtime = vtime_now;
+	/* New: level with the reference. Back from another class: its old lag. */
+	vtime_restore(p, tctx);
 	/*
 	 * A task that left the latency DSQ for another sched class took its
-	 * bias with it; the fresh vtime above carries none.
+	 * bias with it; the vtime above carries none.
 	 */
 	if (tctx)
 		tctx->lat_bias = 0;
@@ -303,11 +306,28 @@ void BPF_STRUCT_OPS(latcfs_disable, struct task_struct *p)
 {
 	struct task_ctx *tctx = lookup_task_ctx(p);
 
+	if (!tctx)
+		return;
+	lat_unbias(p, tctx);
+	vtime_save(p, tctx);
 	/* Off to another sched class: its cgroup no longer counts it. */
-	if (tctx) {
-		tctx->cg_saved = false;
-		cg_uncount(tctx);
-	}
+	tctx->cg_saved = false;
+	cg_uncount(tctx);
+}
+
+/*
+ * A higher sched class (RT, deadline, stop) took this CPU. Tasks already
+ * in its local DSQ would wait behind it while other CPUs may be idle: hand
+ * them back to ops.enqueue(), which queues them and wakes an idle CPU.
+ */
+void BPF_STRUCT_OPS(latcfs_cpu_release, s32 cpu, struct scx_cpu_release_args *args)
+{
+	struct cpu_ctx *cctx = this_cpu_ctx();
+
+	if (cctx)
+		cctx->curr_valid = false;
+	stat_inc(LATCFS_STAT_CPU_RELEASE);
+	scx_bpf_reenqueue_local();
 }
 
 s32 BPF_STRUCT_OPS(latcfs_init_task, struct task_struct *p, struct scx_init_task_args *args)
@@ -401,6 +421,25 @@ s32 BPF_STRUCT_OPS_SLEEPABLE(latcfs_init)
 	return ret ?: idle_init();
 }
 
+/*
+ * The kernel's exit dump (on an error or a watchdog stall, and with sysrq-D):
+ * enough to tell why a task waited. See dump.bpf.h.
+ */
+void BPF_STRUCT_OPS(latcfs_dump, struct scx_dump_ctx *dctx)
+{
+	dump_sched();
+}
+
+void BPF_STRUCT_OPS(latcfs_dump_cpu, struct scx_dump_ctx *dctx, s32 cpu, bool idle)
+{
+	dump_cpu(cpu, idle);
+}
+
+void BPF_STRUCT_OPS(latcfs_dump_task, struct scx_dump_ctx *dctx, struct task_struct *p)
+{
+	dump_task(p);
+}
+
 void BPF_STRUCT_OPS(latcfs_exit, struct scx_exit_info *ei)
 {
 	UEI_RECORD(uei, ei);
@@ -422,6 +461,10 @@ SCX_OPS_DEFINE(latcfs_ops,
 	       .cgroup_exit		= (void *)latcfs_cgroup_exit,
 	       .cgroup_move		= (void *)latcfs_cgroup_move,
 	       .cgroup_set_weight	= (void *)latcfs_cgroup_set_weight,
+	       .cpu_release		= (void *)latcfs_cpu_release,
+	       .dump			= (void *)latcfs_dump,
+	       .dump_cpu		= (void *)latcfs_dump_cpu,
+	       .dump_task		= (void *)latcfs_dump_task,
 	       .init			= (void *)latcfs_init,
 	       .exit			= (void *)latcfs_exit,
 	       .name			= "latcfs");

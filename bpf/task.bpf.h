@@ -1,11 +1,21 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Per-task state of scx_latcfs (struct task_ctx, in intf.h so that
- * `scx_latcfs latency-nice get` can read it), kept in BPF task storage.
- * Created in ops.init_task() for every task, freed with the task.
+ * Per-task and per-CPU state of scx_latcfs.
+ *
+ * struct task_ctx (in intf.h, so that `scx_latcfs latency-nice get` can read
+ * it) lives in BPF task storage: created in ops.init_task() for every task,
+ * freed with the task.
+ *
+ * struct cpu_ctx is per CPU and written only by its own CPU (by the ops
+ * that run there), so it never bounces between caches; other CPUs only read
+ * it: the vtime reference reads every CPU's current vtime (vruntime.bpf.h),
+ * and wakeup preemption reads the target CPU's (latency.bpf.h).
  */
 #ifndef __LATCFS_TASK_BPF_H
 #define __LATCFS_TASK_BPF_H
+
+#include <scx/common.bpf.h>
+#include "intf.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -17,6 +27,45 @@ struct {
 static __always_inline struct task_ctx *lookup_task_ctx(const struct task_struct *p)
 {
 	return bpf_task_storage_get(&task_ctx_stor, (struct task_struct *)p, 0, 0);
+}
+
+struct cpu_ctx {
+	/* vtime of the sched_ext task running here, as last charged */
+	u64	curr_vtime;
+	/* a sched_ext task runs here (curr_vtime is valid) */
+	bool	curr_valid;
+	/* its latency offset, for wakeup preemption */
+	s64	curr_lat_offset;
+	/* when it started running (or was last charged), to age its vtime */
+	u64	curr_started_at;
+	/* the wait bound's last walk here, and whether it found a task (bound.bpf.h) */
+	u64	rescue_walk_at;
+	bool	rescue_pending;
+	/* tasks the current walk has visited */
+	u32	scan_seen;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct cpu_ctx);
+} cpu_ctx_stor SEC(".maps");
+
+/* This CPU's cpu_ctx. */
+static __always_inline struct cpu_ctx *this_cpu_ctx(void)
+{
+	u32 zero = 0;
+
+	return bpf_map_lookup_elem(&cpu_ctx_stor, &zero);
+}
+
+/* @cpu's cpu_ctx, read-only for any CPU but @cpu. */
+static __always_inline struct cpu_ctx *cpu_ctx_of(s32 cpu)
+{
+	u32 zero = 0;
+
+	return bpf_map_lookup_percpu_elem(&cpu_ctx_stor, &zero, cpu);
 }
 
 #endif /* __LATCFS_TASK_BPF_H */

@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 need=(cargo rustc rustfmt cargo-clippy clang clang-19 pkg-config git)
 # What the in-guest suites and the benchmarks run (the guest shares this
 # machine's /, so the same binaries serve both).
-need+=(hackbench stress-ng taskset nice timeout setpriv unshare mount lscpu
+need+=(hackbench stress-ng taskset chrt renice nice timeout setpriv unshare mount lscpu
        dmesg pgrep ps nproc awk sed grep sort seq mktemp tee find python3
        bpftool depmod)
 if [ "${1:-}" != --host-only ]; then

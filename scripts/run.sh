@@ -36,7 +36,9 @@ else
 	if host_has_sched_ext; then
 		exec "$bin" "$@"
 	fi
-	exec scripts/vm-run.sh -- scripts/run.sh --in-guest "$bin" "$@"
+	# The guest starts with a clean environment: pass the demo choice on.
+	exec scripts/vm-run.sh -- env LATCFS_DEMO="${LATCFS_DEMO:-full}" \
+		scripts/run.sh --in-guest "$bin" "$@"
 fi
 
 loops=200 burst=5

@@ -78,7 +78,7 @@ else
 		scripts/vm-run.sh --cpus 4 -- tests/vm/all.sh tests/vm/cpu4
 	run_suites "VM tests, on the oldest installed sched_ext kernel" \
 		scripts/vm-run.sh --oldest -- env LATCFS_STORM=1000 \
-		tests/vm/all.sh tests/vm/foundation.sh tests/vm/cgroup.sh
+		tests/vm/all.sh tests/vm/foundation.sh tests/vm/cgroup.sh tests/vm/stall.sh
 	run_suites "scripts/run.sh end to end" run_sh_test
 fi
 

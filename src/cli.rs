@@ -136,6 +136,17 @@ pub struct Opts {
           value_parser = clap::value_parser!(u64).range(1000..=1_000_000))]
     pub latency_budget_us: u64,
 
+    /// Wait bound, in milliseconds: a queued task that has waited this long
+    /// runs next on a CPU it may use, whatever its vtime, so that no mix of
+    /// weights, cgroups and pinning keeps a task from running for longer
+    /// than about 1.25 times this (plus a slice per task ahead of it). It
+    /// costs fairness only at extreme weight ratios: such a task gets about
+    /// one slice per 1.25 times this instead of its weighted share.
+    /// Range 50-10000, well under the kernel watchdog's 30 s.
+    #[arg(long, value_name = "MS", default_value_t = 500,
+          value_parser = clap::value_parser!(u64).range(50..=10_000))]
+    pub max_wait_ms: u64,
+
     /// Skip prev in idle CPU selection (for A/B measurement): a waking task
     /// goes from the wake target straight to its recent CPU and the LLC scan.
     #[arg(long)]
@@ -172,7 +183,7 @@ pub struct Opts {
     #[arg(long, value_name = "SECS", value_parser = parse_interval,
           group = "stats_interval",
           conflicts_with_all = ["slice_us", "slice_lag_us", "latency_nice", "latency_us",
-                                "wakeup_gran_us", "latency_budget_us", "no_prev_cpu",
+                                "wakeup_gran_us", "latency_budget_us", "max_wait_ms", "no_prev_cpu",
                                 "no_recent_cpu", "no_cgroup_fast_paths",
                                 "test_error_after_ms"])]
     pub monitor: Option<Duration>,
@@ -211,6 +222,7 @@ pub struct BpfTunables {
     pub latency_range_ns: u64,
     pub wakeup_gran_ns: u64,
     pub lat_budget_ns: u64,
+    pub max_wait_ns: u64,
 }
 
 impl Opts {
@@ -221,6 +233,7 @@ impl Opts {
             latency_range_ns: self.latency_us * 1000,
             wakeup_gran_ns: self.wakeup_gran_us * 1000,
             lat_budget_ns: self.latency_budget_us * 1000,
+            max_wait_ns: self.max_wait_ms * 1_000_000,
         }
     }
 }
@@ -254,6 +267,7 @@ mod tests {
                 latency_range_ns: 6_000_000,
                 wakeup_gran_ns: 1_000_000,
                 lat_budget_ns: 20_000_000,
+                max_wait_ns: 500_000_000,
             }
         );
     }

@@ -1,6 +1,7 @@
 //! scx_latcfs loader: parse flags, check the machine, then load and run the
 //! BPF scheduler until Ctrl-C, SIGTERM or an exit from the kernel side.
 
+mod arith;
 mod bpf_intf;
 mod bpf_skel;
 mod cli;

@@ -88,6 +88,7 @@ impl<'a> Scheduler<'a> {
         rodata.latency_range_ns = t.latency_range_ns;
         rodata.wakeup_gran_ns = t.wakeup_gran_ns;
         rodata.lat_budget_ns = t.lat_budget_ns;
+        rodata.max_wait_ns = t.max_wait_ns;
         rodata.use_prev_cpu = !opts.no_prev_cpu;
         rodata.use_recent_cpu = !opts.no_recent_cpu;
         rodata.cg_fast_paths = !opts.no_cgroup_fast_paths;

@@ -51,6 +51,9 @@ pub const NAMES: [&str; bpf_intf::latcfs_stat_LATCFS_NR_STATS as usize] = [
     "cg_move_skip",
     "cg_recompute",
     "cg_active",
+    "rescue",
+    "idle_kick",
+    "cpu_release",
 ];
 
 /// Counters that are levels, not event counts: an interval reports their
@@ -168,6 +171,12 @@ pub struct LatcfsStats {
     pub cg_recompute: u64,
     #[stat(desc = "cgroups active now (a runnable task or an active child): a level, not a count")]
     pub cg_active: u64,
+    #[stat(desc = "tasks served ahead of the queue for having waited longer than --max-wait-ms")]
+    pub rescue: u64,
+    #[stat(desc = "idle CPUs woken for a task just queued")]
+    pub idle_kick: u64,
+    #[stat(desc = "CPUs taken by a higher sched class; their local tasks were queued again")]
+    pub cpu_release: u64,
     #[stat(desc = "percent: sis_recent / (sis_recent + sis_recent_miss)")]
     #[serde(deserialize_with = "nan_if_null")]
     pub recent_rate: f64,

@@ -4,6 +4,10 @@
 //!                                      report how late each wakeup ran
 //!   latcfs-probe spin SECS             spin for SECS and report the longest
 //!                                      gap in which it did not run
+//!   latcfs-probe burst SECS RUN_US SLEEP_US
+//!                                      spin RUN_US of CPU time, sleep
+//!                                      SLEEP_US, repeat for SECS; report the
+//!                                      bursts done and the longest gap
 //!   latcfs-probe pingpong SECS         two threads pass a byte back and forth
 //!                                      over a pair of pipes for SECS (as perf
 //!                                      bench sched pipe) and report the rate
@@ -56,6 +60,35 @@ fn spin(secs: f64) -> String {
     format!("loops={loops} max_gap_us={}", max_gap.as_micros())
 }
 
+/// The CPU time this thread has used.
+fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and a timespec to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+fn burst(secs: f64, run: Duration, sleep: Duration) -> String {
+    let start = Instant::now();
+    let end = start + Duration::from_secs_f64(secs);
+    let (mut last, mut max_gap, mut bursts) = (start, Duration::ZERO, 0u64);
+    while Instant::now() < end {
+        let until = thread_cpu_time() + run;
+        while thread_cpu_time() < until {
+            let now = Instant::now();
+            max_gap = max_gap.max(now - last);
+            last = now;
+        }
+        bursts += 1;
+        std::thread::sleep(sleep);
+        last = Instant::now();
+    }
+    format!("bursts={bursts} max_gap_us={}", max_gap.as_micros())
+}
+
 /// A pipe's (read, write) ends.
 fn pipe() -> std::io::Result<(std::fs::File, std::fs::File)> {
     use std::os::fd::FromRawFd;
@@ -102,7 +135,8 @@ fn pingpong(secs: f64) -> std::io::Result<String> {
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: latcfs-probe wake SECS PERIOD_US | latcfs-probe spin SECS | latcfs-probe pingpong SECS"
+        "usage: latcfs-probe wake SECS PERIOD_US | latcfs-probe spin SECS | \
+         latcfs-probe burst SECS RUN_US SLEEP_US | latcfs-probe pingpong SECS"
     );
     ExitCode::from(2)
 }
@@ -117,6 +151,14 @@ fn main() -> ExitCode {
     let line = match (args.first().map(String::as_str), num(1), num(2)) {
         (Some("wake"), Some(secs), Some(us)) => wake(secs, Duration::from_secs_f64(us / 1e6)),
         (Some("spin"), Some(secs), _) => spin(secs),
+        (Some("burst"), Some(secs), Some(run)) => match num(3) {
+            Some(sleep) => burst(
+                secs,
+                Duration::from_secs_f64(run / 1e6),
+                Duration::from_secs_f64(sleep / 1e6),
+            ),
+            None => return usage(),
+        },
         (Some("pingpong"), Some(secs), _) => match pingpong(secs) {
             Ok(line) => line,
             Err(e) => {

@@ -103,31 +103,6 @@ test_nice_weights() {
 		{ fail "CPU split $ta:$tb is not near the 1024:110 weight ratio"; return 1; }
 }
 
-test_extreme_nice_no_stall() {
-	# A nice 19 hog (weight 1) pinned beside two nice -20 hogs (weight
-	# 8668), with 20 ms slices: pure weighted fairness charges the nice 19
-	# hog 2 s of vtime per slice, which the others need far longer than the
-	# 30 s sched_ext watchdog to catch up. The vtime lead cap (100 ms) must
-	# bound its wait to ~17 s and keep the scheduler attached. Under TCG the
-	# uncapped stall showed in one run of four ("nice failed to run for
-	# 35.6s"): something else on the CPU sometimes lets the hog through, so
-	# this guards the behaviour rather than proving the cap every time.
-	start_sched --slice-us 20000 || return 1
-	taskset -c 1 nice -n -20 sh -c 'while :; do :; done' & local a=$!
-	taskset -c 1 nice -n -20 sh -c 'while :; do :; done' & local b=$!
-	taskset -c 1 nice -n 19 sh -c 'while :; do :; done' & local c=$!
-	sleep 45
-	local tc
-	tc=$(cpu_ticks $c)
-	kill $a $b $c; wait $a $b $c 2>/dev/null
-	echo "  nice 19 hog: $tc ticks in 45 s beside two nice -20 hogs"
-	is_attached || { fail "detached: $(tail -n2 "$WORK/sched.err" | tr '\n' ' ')"; return 1; }
-	local errs
-	errs=$(sched_ext_errors)
-	[ -z "$errs" ] || { fail "kernel log: $errs"; return 1; }
-	stop_sched INT
-}
-
 test_stats_moved() {
 	is_attached || { fail "not attached"; return 1; }
 	sleep 1.5
@@ -210,5 +185,4 @@ run_test "SIGINT detaches with exit 0" test_sigint_detaches
 run_test "SIGTERM detaches with exit 0" test_sigterm_detaches
 run_test "a kernel-side exit is reported, exit non-zero" test_kernel_exit_reported
 run_test "CPU hotplug restarts the scheduler" test_hotplug_restart
-run_test "extreme nice ratios do not stall a task" test_extreme_nice_no_stall
 finish

@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The pure arithmetic of scx_latcfs: vtime scaling, the clamps on a task's
+ * vtime, and the fixed-point steps of cgroup hweight.
+ *
+ * Nothing here touches a task, a map or a kernel type, so the same
+ * functions are compiled for BPF (through the .bpf.h files) and for the
+ * host, where the unit tests (src/arith.rs) drive them to their extremes.
+ * Every result is defined for every input: no product overflows, no
+ * division by zero, no shift past 63 bits.
+ *
+ * vtimes are u64 that may wrap; they are compared as in the kernel's
+ * time_before(), by the sign of the difference, so any two vtimes less than
+ * 2^63 apart order correctly.
+ */
+#ifndef __LATCFS_ARITH_H
+#define __LATCFS_ARITH_H
+
+#ifndef __bpf__
+#include <stdint.h>
+typedef uint64_t u64;
+typedef int64_t s64;
+typedef uint32_t u32;
+#endif
+
+/* Largest result of a scaling: saturating there keeps sums and compares sane. */
+#define LATCFS_VT_SAT		(1ULL << 62)
+
+static inline int vt_before(u64 a, u64 b)
+{
+	return (s64)(a - b) < 0;
+}
+
+/*
+ * @x * @num / @den, rounded down, without the u64 overflow of the plain
+ * product: split @x by @den first. Saturates at LATCFS_VT_SAT; a @den of 0
+ * counts as 1. Exact while @num and @den are below 2^32, which the callers'
+ * weights (at most 10000 << 16) are by far; beyond, both lose 32 bits.
+ */
+static inline u64 vt_mul_div(u64 x, u64 num, u64 den)
+{
+	u64 q, r, hi, lo;
+
+	/* keep both below 2^32, losing only low bits of precision */
+	if ((num | den) > 0xffffffffULL) {
+		num >>= 32;
+		den >>= 32;
+	}
+	if (!den)
+		den = 1;
+	q = x / den;
+	r = x % den;
+	if (num && q > LATCFS_VT_SAT / num)
+		return LATCFS_VT_SAT;
+	hi = q * num;
+	lo = r * num / den;	/* r < den < 2^32, num < 2^32: fits */
+	return hi + lo > LATCFS_VT_SAT ? LATCFS_VT_SAT : hi + lo;
+}
+
+/*
+ * The weighted vtime that @delta_ns of wall time is worth at weight
+ * @weight_fp, a weight in units of the nice 0 weight @dfl shifted left by
+ * @shift: delta * dfl << shift / weight_fp. A weight of 0 counts as the
+ * smallest there is.
+ */
+static inline u64 vt_scale_inv(u64 delta_ns, u64 dfl, u64 weight_fp, u32 shift)
+{
+	return vt_mul_div(delta_ns, dfl << (shift & 31), weight_fp ?: 1);
+}
+
+/*
+ * Sleeper credit bound: @vtime, or @ref - @lag if it lags further behind
+ * the reference than that. (@ref - @lag may wrap; vt_before() copes.)
+ */
+static inline u64 vt_floor(u64 vtime, u64 ref, u64 lag)
+{
+	u64 floor = ref - lag;
+
+	return vt_before(vtime, floor) ? floor : vtime;
+}
+
+/* Lead cap: @vtime, or @ref + @lead if it runs further ahead than that. */
+static inline u64 vt_cap(u64 vtime, u64 ref, u64 lead)
+{
+	u64 cap = ref + lead;
+
+	return vt_before(cap, vtime) ? cap : vtime;
+}
+
+/* The reference moves forward only: to @cand if @cand is ahead of @ref. */
+static inline u64 vt_advance(u64 ref, u64 cand)
+{
+	return vt_before(ref, cand) ? cand : ref;
+}
+
+/*
+ * The vtime lag @vtime - @ref, bounded to [-@lag, +@lead]: what a task
+ * leaving sched_ext keeps, to be restored against the reference it finds
+ * when it comes back.
+ */
+static inline s64 vt_saved_lag(u64 vtime, u64 ref, u64 lag, u64 lead)
+{
+	s64 d = (s64)(vtime - ref);
+
+	if (d < -(s64)lag)
+		return -(s64)lag;
+	if (d > (s64)lead)
+		return (s64)lead;
+	return d;
+}
+
+/*
+ * One level of the hweight walk (cgroup.bpf.h): @hw scaled by the share
+ * @w / @sum of a cgroup among its siblings, the share at most 1 (a @sum
+ * below @w, possible while counts race, counts as @w), and never 0.
+ */
+static inline u64 hw_step(u64 hw, u64 w, s64 sum)
+{
+	u64 den = sum > (s64)w ? (u64)sum : w;
+
+	hw = vt_mul_div(hw, w, den ?: 1);
+	return hw ?: 1;
+}
+
+#endif /* __LATCFS_ARITH_H */

@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * What scx_latcfs adds to the kernel's exit dump (ops.dump, dump_cpu,
+ * dump_task): printed by the kernel when the scheduler is ejected, on an
+ * error or a watchdog stall, and on sysrq-D. The loader prints the dump with
+ * the exit reason.
+ *
+ * It says why a task might be waiting: the reference vtime and the DSQs'
+ * depths and heads (how far the head is from the reference, how long it
+ * has waited), each CPU's current vtime, and each runnable task's vtime
+ * relative to the reference, its wait, latency offset and effective weight.
+ * Times are in µs; vtimes relative to the reference in weighted µs.
+ */
+#ifndef __LATCFS_DUMP_BPF_H
+#define __LATCFS_DUMP_BPF_H
+
+#include "task.bpf.h"
+#include "vruntime.bpf.h"
+#include "bound.bpf.h"
+#include "latency.bpf.h"
+
+/* @vtime relative to the reference, in weighted µs. */
+static __always_inline s64 dump_rel_us(u64 vtime)
+{
+	return (s64)(vtime - READ_ONCE(vtime_ref)) / 1000;
+}
+
+static void dump_dsq(const char *name, u64 dsq_id, u64 now)
+{
+	struct task_struct *head = __COMPAT_scx_bpf_dsq_peek(dsq_id);
+
+	if (!head) {
+		scx_bpf_dump("latcfs: %s dsq: %d queued\n", name, scx_bpf_dsq_nr_queued(dsq_id));
+		return;
+	}
+	scx_bpf_dump("latcfs: %s dsq: %d queued, head %s[%d] key %lldus waited %lluus\n",
+		     name, scx_bpf_dsq_nr_queued(dsq_id), head->comm, head->pid,
+		     dump_rel_us(head->scx.dsq_vtime), bound_waited(head, now) / 1000);
+}
+
+static void dump_sched(void)
+{
+	u64 now = scx_bpf_now();
+
+	scx_bpf_dump("latcfs: vtime_ref %llu nr_lat_tasks %llu max_wait %llums\n",
+		     READ_ONCE(vtime_ref), READ_ONCE(nr_lat_tasks), max_wait_ns / 1000000);
+	dump_dsq("shared", LATCFS_SHARED_DSQ, now);
+	dump_dsq("latency", LATCFS_LAT_DSQ, now);
+}
+
+static void dump_cpu(s32 cpu, bool idle)
+{
+	struct cpu_ctx *cctx = cpu_ctx_of(cpu);
+
+	if (idle || !cctx)
+		return;
+	if (cctx->curr_valid)
+		scx_bpf_dump("latcfs: cpu %d curr vtime %lldus, last wait-bound walk %lluus ago\n",
+			     cpu, dump_rel_us(cctx->curr_vtime),
+			     (scx_bpf_now() - cctx->rescue_walk_at) / 1000);
+	else
+		scx_bpf_dump("latcfs: cpu %d runs no task of ours, last wait-bound walk %lluus ago\n",
+			     cpu, (scx_bpf_now() - cctx->rescue_walk_at) / 1000);
+}
+
+static void dump_task(struct task_struct *p)
+{
+	struct task_ctx *tctx = lookup_task_ctx(p);
+
+	if (!tctx)
+		return;
+	scx_bpf_dump("latcfs: vtime %lldus waited %lluus lat_offset %lldus weight %llu cgroup %llu\n",
+		     dump_rel_us(p->scx.dsq_vtime), bound_waited(p, scx_bpf_now()) / 1000,
+		     tctx->lat_offset / 1000, cg_task_weight(p, tctx) >> CG_HW_SHIFT ?: p->scx.weight,
+		     tctx->cg_id);
+}
+
+#endif /* __LATCFS_DUMP_BPF_H */

@@ -1,0 +1,134 @@
+//! Host-side tests of the BPF side's arithmetic (bpf/arith.h), compiled
+//! for the host by build.rs: vtime scaling, the vtime clamps and the hweight
+//! step, at the extremes where the old code overflowed.
+
+#[cfg(test)]
+mod tests {
+    #[link(name = "latcfs_arith", kind = "static")]
+    extern "C" {
+        fn latcfs_vt_mul_div(x: u64, num: u64, den: u64) -> u64;
+        fn latcfs_vt_scale_inv(d: u64, dfl: u64, w: u64, shift: u32) -> u64;
+        fn latcfs_vt_floor(v: u64, r: u64, lag: u64) -> u64;
+        fn latcfs_vt_cap(v: u64, r: u64, lead: u64) -> u64;
+        fn latcfs_vt_advance(r: u64, cand: u64) -> u64;
+        fn latcfs_vt_saved_lag(v: u64, r: u64, lag: u64, lead: u64) -> i64;
+        fn latcfs_hw_step(hw: u64, w: u64, sum: i64) -> u64;
+        fn latcfs_vt_before(a: u64, b: u64) -> i32;
+    }
+
+    const SAT: u64 = 1 << 62;
+    const SHIFT: u32 = 16; // CG_HW_SHIFT
+    const DFL: u64 = 100; // LATCFS_WEIGHT_DFL
+
+    fn mul_div(x: u64, n: u64, d: u64) -> u64 {
+        unsafe { latcfs_vt_mul_div(x, n, d) }
+    }
+    fn scale(d: u64, w: u64, shift: u32) -> u64 {
+        unsafe { latcfs_vt_scale_inv(d, DFL, w, shift) }
+    }
+
+    #[test]
+    fn mul_div_is_exact_where_the_product_overflows() {
+        for &(x, n, d) in &[
+            (0u64, 5u64, 7u64),
+            (1, 1, 1),
+            (123_456_789, 100 << 16, 1 << 16),
+            (u64::MAX / 3, 3, 7),
+            (1 << 50, 6_553_600, 655_360_000),
+            (2_800_000_000_000, 100 << 16, 100 << 16),
+        ] {
+            let exact = (x as u128 * n as u128 / d as u128).min(SAT as u128) as u64;
+            assert_eq!(mul_div(x, n, d), exact, "{x} * {n} / {d}");
+        }
+        // den 0 counts as 1; saturation instead of wrapping
+        assert_eq!(mul_div(7, 3, 0), 21);
+        assert_eq!(mul_div(u64::MAX, u32::MAX as u64, 1), SAT);
+    }
+
+    #[test]
+    fn cgroup_charge_does_not_overflow_after_47_minutes() {
+        // The old (delta * 100) << 16 wrapped once delta reached 2.8e12 ns.
+        let eff = 100u64 << SHIFT; // an effective weight of 100
+        for delta in [2_800_000_000_000u64, 3_000_000_000_000, 1 << 60, u64::MAX] {
+            let want = (delta as u128).min(SAT as u128) as u64;
+            assert_eq!(scale(delta, eff, SHIFT), want, "delta {delta}");
+        }
+        // the nice path: weight 1 (nice 19) and 10000 (the top of scx's range)
+        assert_eq!(scale(3_000_000, 1, 0), 300_000_000);
+        assert_eq!(scale(3_000_000, 10_000, 0), 30_000);
+        assert_eq!(scale(u64::MAX, 1, 0), SAT);
+        // weight 0 is the smallest weight, not a division by zero
+        assert_eq!(scale(1000, 0, 0), 100_000);
+        // the smallest effective weight the hweight walk returns (1)
+        assert_eq!(scale(1_000_000, 1, SHIFT), 1_000_000 * (100 << SHIFT));
+    }
+
+    #[test]
+    fn clamps_hold_across_the_wrap() {
+        unsafe {
+            // sleeper credit: at most lag behind the reference
+            assert_eq!(latcfs_vt_floor(0, 10_000, 3_000), 7_000);
+            assert_eq!(latcfs_vt_floor(8_000, 10_000, 3_000), 8_000);
+            // a reference near 0: ref - lag wraps, the order still holds
+            assert_eq!(
+                latcfs_vt_floor(u64::MAX - 5_000, 1_000, 3_000),
+                u64::MAX - 1_999
+            );
+            assert_eq!(latcfs_vt_floor(500, 1_000, 3_000), 500);
+            // lead cap
+            assert_eq!(latcfs_vt_cap(1 << 40, 0, 100_000_000), 100_000_000);
+            assert_eq!(latcfs_vt_cap(5, 0, 100), 5);
+            assert_eq!(latcfs_vt_cap(5, u64::MAX - 50, 100), 5); // wraps: 5 is before MAX+50
+            assert_eq!(latcfs_vt_cap(500, u64::MAX - 50, 100), 49);
+            // ordering by the sign of the difference
+            assert_eq!(latcfs_vt_before(u64::MAX, 0), 1);
+            assert_eq!(latcfs_vt_before(0, u64::MAX), 0);
+        }
+    }
+
+    #[test]
+    fn the_reference_only_moves_forward() {
+        unsafe {
+            assert_eq!(latcfs_vt_advance(100, 50), 100);
+            assert_eq!(latcfs_vt_advance(100, 150), 150);
+            assert_eq!(latcfs_vt_advance(u64::MAX - 5, 3), 3); // forward across the wrap
+            assert_eq!(latcfs_vt_advance(3, u64::MAX - 5), 3);
+        }
+    }
+
+    #[test]
+    fn saved_lag_is_bounded_both_ways() {
+        unsafe {
+            assert_eq!(latcfs_vt_saved_lag(1_000, 1_000, 3, 100), 0);
+            assert_eq!(latcfs_vt_saved_lag(0, 1_000_000, 3_000, 100_000), -3_000);
+            assert_eq!(latcfs_vt_saved_lag(u64::MAX, 0, 3_000, 100_000), -1);
+            assert_eq!(latcfs_vt_saved_lag(1 << 62, 0, 3_000, 100_000), 100_000);
+            assert_eq!(latcfs_vt_saved_lag(2, u64::MAX, 3_000, 100_000), 3);
+        }
+    }
+
+    #[test]
+    fn hweight_steps_stay_in_range() {
+        let one = 1u64 << SHIFT;
+        unsafe {
+            assert_eq!(latcfs_hw_step(one, 100, 200), one / 2);
+            // a sum below the weight (counts racing) is a share of 1, not more
+            assert_eq!(latcfs_hw_step(one, 100, 50), one);
+            assert_eq!(latcfs_hw_step(one, 100, -7), one);
+            // never 0, however small the share
+            assert_eq!(latcfs_hw_step(1, 1, 10_000), 1);
+            // weight 10000 over the largest sum 16384 cgroups could reach
+            let sum = 16_384i64 * 10_000;
+            assert_eq!(
+                latcfs_hw_step(one * 10_000, 10_000, sum),
+                one * 10_000 / 16_384
+            );
+            // 16 levels of 1/2: still above 0
+            let mut hw = one;
+            for _ in 0..16 {
+                hw = latcfs_hw_step(hw, 100, 200);
+            }
+            assert_eq!(hw, 1);
+        }
+    }
+}
