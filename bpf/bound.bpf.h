@@ -58,13 +58,19 @@
 /* Longest a queued task may wait, in ns (--max-wait-ms, default 500 ms). */
 const volatile u64 max_wait_ns = 500ULL * 1000 * 1000;
 
-/* @p goes into a DSQ of ours: its wait starts now. */
+/*
+ * @p goes into a DSQ of ours: its wait starts now, unless it is already
+ * waiting. A requeue (renice, affinity, a cgroup move, cpu_release) does
+ * not restart it, just as the kernel watchdog's runnable_at is only reset
+ * when the task runs.
+ */
 static __always_inline void bound_queued(struct task_ctx *tctx)
 {
-	tctx->queued_at = scx_bpf_now();
+	if (!tctx->queued_at)
+		tctx->queued_at = scx_bpf_now();
 }
 
-/* @p left the DSQ to run. */
+/* @p left the DSQ to run, or left sched_ext. */
 static __always_inline void bound_started(struct task_ctx *tctx)
 {
 	tctx->queued_at = 0;

@@ -310,6 +310,7 @@ void BPF_STRUCT_OPS(latcfs_disable, struct task_struct *p)
 		return;
 	lat_unbias(p, tctx);
 	vtime_save(p, tctx);
+	bound_started(tctx);
 	/* Off to another sched class: its cgroup no longer counts it. */
 	tctx->cg_saved = false;
 	cg_uncount(tctx);
