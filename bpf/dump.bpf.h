@@ -8,7 +8,7 @@
  * It says why a task might be waiting: the reference vtime and the DSQs'
  * depths and heads (how far the head is from the reference, how long it
  * has waited), each CPU's current vtime, and each runnable task's vtime
- * relative to the reference, its wait, latency offset and effective weight.
+ * relative to the reference, its wait, latency offset, weight and cgroup.
  * Times are in µs; vtimes relative to the reference in weighted µs.
  */
 #ifndef __LATCFS_DUMP_BPF_H
@@ -69,10 +69,10 @@ static void dump_task(struct task_struct *p)
 
 	if (!tctx)
 		return;
-	scx_bpf_dump("latcfs: vtime %lldus waited %lluus lat_offset %lldus weight %llu cgroup %llu\n",
+	/* the task's own weight: the dump must not recompute cgroup shares */
+	scx_bpf_dump("latcfs: vtime %lldus waited %lluus lat_offset %lldus weight %u cgroup %llu\n",
 		     dump_rel_us(p->scx.dsq_vtime), bound_waited(p, scx_bpf_now()) / 1000,
-		     tctx->lat_offset / 1000, cg_task_weight(p, tctx) >> CG_HW_SHIFT ?: p->scx.weight,
-		     tctx->cg_id);
+		     tctx->lat_offset / 1000, p->scx.weight, tctx->cg_id);
 }
 
 #endif /* __LATCFS_DUMP_BPF_H */

@@ -220,11 +220,11 @@ static __always_inline void lat_unbias(struct task_struct *p, struct task_ctx *t
 	}
 }
 
-/* Note the task starting on this CPU, for wakeup preemption. */
 /*
- * Kept only while nr_lat_tasks is non-zero: a stale offset left from before
- * makes the running task look older than it is, which errs towards
- * preempting it.
+ * Note the latency offset of the task starting on this CPU, for wakeup
+ * preemption. Kept only while nr_lat_tasks is non-zero, so an offset left
+ * from before may be stale; its start time (curr_started_at) is always
+ * current, written by every charge (vruntime.bpf.h).
  */
 static __always_inline void lat_note_curr(struct task_ctx *tctx)
 {

@@ -323,10 +323,6 @@ void BPF_STRUCT_OPS(latcfs_disable, struct task_struct *p)
  */
 void BPF_STRUCT_OPS(latcfs_cpu_release, s32 cpu, struct scx_cpu_release_args *args)
 {
-	struct cpu_ctx *cctx = this_cpu_ctx();
-
-	if (cctx)
-		cctx->curr_valid = false;
 	stat_inc(LATCFS_STAT_CPU_RELEASE);
 	scx_bpf_reenqueue_local();
 }

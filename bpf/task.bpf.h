@@ -7,9 +7,9 @@
  * freed with the task.
  *
  * struct cpu_ctx is per CPU and written only by its own CPU (by the ops
- * that run there), so it never bounces between caches; other CPUs only read
- * it: the vtime reference reads every CPU's current vtime (vruntime.bpf.h),
- * and wakeup preemption reads the target CPU's (latency.bpf.h).
+ * that run there); other CPUs only read it: the vtime reference reads every
+ * CPU's current vtime (vruntime.bpf.h), and wakeup preemption reads the
+ * target CPU's (latency.bpf.h). Those reads do pull its cache line across.
  */
 #ifndef __LATCFS_TASK_BPF_H
 #define __LATCFS_TASK_BPF_H

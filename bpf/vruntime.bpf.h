@@ -17,7 +17,9 @@
  * The reference, vtime_ref, is CFS' min_vruntime for our one queue: the
  * least vtime at the queue's front, i.e. among the head of the shared DSQ
  * and the tasks running on the CPUs, and it only moves forward. It is
- * updated whenever a task starts or is charged (vtime_update_ref()). Because
+ * updated whenever a task starts, or is charged to keep its CPU
+ * (vtime_update_ref()). The latency DSQ, local DSQs and tasks between a
+ * DSQ and a CPU are not looked at, so it is the front as far as that goes. Because
  * it is a minimum, a task started out of vtime order (straight onto an idle
  * CPU, pinned, the only task a CPU may run) cannot push it: a low-weight task
  * charged far ahead, or a pinned hog alone on its CPU, stays ahead of the
