@@ -31,30 +31,57 @@ static inline int vt_before(u64 a, u64 b)
 	return (s64)(a - b) < 0;
 }
 
-/*
- * @x * @num / @den, rounded down, without the u64 overflow of the plain
- * product: split @x by @den first. Saturates at LATCFS_VT_SAT; a @den of 0
- * counts as 1. Exact while @num and @den are below 2^32, which the callers'
- * weights (at most 10000 << 16) are by far; beyond, both lose 32 bits.
- */
-static inline u64 vt_mul_div(u64 x, u64 num, u64 den)
+/* Bit length of @v, 0..64, without a loop (the verifier prefers it). */
+static inline u32 vt_bits(u64 v)
 {
-	u64 q, r, hi, lo;
+	u32 n = 0;
 
-	/* keep both below 2^32, losing only low bits of precision */
-	if ((num | den) > 0xffffffffULL) {
-		num >>= 32;
-		den >>= 32;
-	}
-	if (!den)
-		den = 1;
-	q = x / den;
-	r = x % den;
+	if (v >> 32) { n += 32; v >>= 32; }
+	if (v >> 16) { n += 16; v >>= 16; }
+	if (v >> 8) { n += 8; v >>= 8; }
+	if (v >> 4) { n += 4; v >>= 4; }
+	if (v >> 2) { n += 2; v >>= 2; }
+	if (v >> 1) { n += 1; v >>= 1; }
+	return n + (u32)v;
+}
+
+/* @x * @num / @den for 0 < @den < 2^32 and @num < 2^32, saturating. */
+static inline u64 vt_mul_div32(u64 x, u64 num, u64 den)
+{
+	u64 q = x / den, r = x % den, hi, lo;
+
 	if (num && q > LATCFS_VT_SAT / num)
 		return LATCFS_VT_SAT;
 	hi = q * num;
 	lo = r * num / den;	/* r < den < 2^32, num < 2^32: fits */
 	return hi + lo > LATCFS_VT_SAT ? LATCFS_VT_SAT : hi + lo;
+}
+
+/*
+ * @x * @num / @den, rounded down, without the u64 overflow of the plain
+ * product: split @x by @den, and a @num of 2^32 or more by @den too.
+ * Saturates at LATCFS_VT_SAT; a @den of 0 counts as 1. Exact while @den is
+ * below 2^32 (the callers' weights, at most 10000 << 16, are by far); a
+ * larger @den and @num both lose the low bits that bring @den below 2^32.
+ */
+static inline u64 vt_mul_div(u64 x, u64 num, u64 den)
+{
+	u32 s = vt_bits(den >> 32);
+	u64 qn, rn, a;
+
+	num >>= s;
+	den >>= s;
+	if (!den)
+		den = 1;
+	if (num <= 0xffffffffULL)
+		return vt_mul_div32(x, num, den);
+	/* x * num / den = x * (num / den) + x * (num % den) / den */
+	qn = num / den;
+	rn = num % den;
+	if (x && qn > LATCFS_VT_SAT / x)
+		return LATCFS_VT_SAT;
+	a = x * qn + vt_mul_div32(x, rn, den);
+	return a > LATCFS_VT_SAT ? LATCFS_VT_SAT : a;
 }
 
 /*

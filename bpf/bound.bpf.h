@@ -16,7 +16,8 @@
  * it walks the shared and latency DSQs from their heads, and moves the first
  * overdue task (in queue order) that may run here to its local DSQ, ahead
  * of everything else and before it even considers letting prev keep the
- * CPU. While a walk finds one, the next dispatch walks again, so a backlog
+ * CPU. The two DSQs take turns at being walked first, so that overdue
+ * tasks in one cannot starve those in the other. While a walk finds one, the next dispatch walks again, so a backlog
  * drains at a slice per CPU, one overdue task at a time. An idle CPU needs
  * no walk: ops.enqueue() wakes one for every task it queues (idle.bpf.h).
  *
@@ -118,13 +119,16 @@ static bool bound_rescue_from(struct cpu_ctx *cctx, u64 dsq_id, s32 cpu, u64 now
 static bool bound_dispatch(s32 cpu)
 {
 	struct cpu_ctx *cctx = this_cpu_ctx();
-	u64 now = scx_bpf_now();
+	u64 now = scx_bpf_now(), first, second;
 
 	if (!cctx || (!cctx->rescue_pending && now - cctx->rescue_walk_at < max_wait_ns / 4))
 		return false;
 	cctx->rescue_walk_at = now;
-	cctx->rescue_pending = bound_rescue_from(cctx, LATCFS_SHARED_DSQ, cpu, now) ||
-			       bound_rescue_from(cctx, LATCFS_LAT_DSQ, cpu, now);
+	first = cctx->rescue_lat_first ? LATCFS_LAT_DSQ : LATCFS_SHARED_DSQ;
+	second = cctx->rescue_lat_first ? LATCFS_SHARED_DSQ : LATCFS_LAT_DSQ;
+	cctx->rescue_lat_first = !cctx->rescue_lat_first;
+	cctx->rescue_pending = bound_rescue_from(cctx, first, cpu, now) ||
+			       bound_rescue_from(cctx, second, cpu, now);
 	if (cctx->rescue_pending)
 		stat_inc(LATCFS_STAT_RESCUE);
 	return cctx->rescue_pending;

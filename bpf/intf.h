@@ -28,7 +28,9 @@ enum latcfs_consts {
 	LATCFS_MAX_CGROUPS	= 16384,
 
 	/* tasks of one DSQ the wait bound's walks visit at most (bound.bpf.h) */
-	LATCFS_SCAN_MAX		= 4096,
+	LATCFS_SCAN_MAX		= 1024,
+	/* tasks of one DSQ the keep check looks past for one that may run here (main.bpf.c) */
+	LATCFS_PEEK_MAX		= 16,
 
 	/* topology the BPF side can hold (the loader refuses bigger machines) */
 	LATCFS_MAX_CPUS		= 1024,
@@ -70,11 +72,14 @@ struct task_ctx {
 	 */
 	long long		lat_offset;
 	/*
-	 * Offset folded into p->scx.dsq_vtime while the task waits in the
-	 * latency DSQ, which is ordered by vtime + offset; taken out again
-	 * before the vtime is used or charged.
+	 * What is folded into p->scx.dsq_vtime while the task waits in a DSQ,
+	 * which orders by key = vtime + awake_vt (+ its latency offset in the
+	 * latency DSQ); taken out again before the vtime is used or charged
+	 * (vruntime.bpf.h).
 	 */
-	long long		lat_bias;
+	long long		key_bias;
+	/* weighted ns it has run since it last woke, at most a slice (vruntime.bpf.h) */
+	unsigned long long	awake_vt;
 	/* lat_ctl.gen when the latency nice below was looked up */
 	unsigned long long	lat_gen;
 	/* effective latency nice */
@@ -121,7 +126,7 @@ enum latcfs_stat {
 	LATCFS_STAT_LAG_CLAMP,
 	/* tasks moved from the latency DSQ to a CPU's local DSQ */
 	LATCFS_STAT_LAT_DISPATCH,
-	/* latency-sensitive wakeups that preempted the running task */
+	/* wakeup preemptions (below) by latency-sensitive tasks */
 	LATCFS_STAT_LAT_PREEMPT,
 	/* picks where the latency head was too far ahead of the fair head */
 	LATCFS_STAT_LAT_REFUSED,
@@ -170,6 +175,19 @@ enum latcfs_stat {
 	LATCFS_STAT_RESCUE,
 	LATCFS_STAT_IDLE_KICK,
 	LATCFS_STAT_CPU_RELEASE,
+	/*
+	 * Wakeup preemption (preempt.bpf.h): wakeups that preempted a running
+	 * task, and those of them whose victim was not the task's own CPU.
+	 */
+	LATCFS_STAT_PREEMPT,
+	LATCFS_STAT_PREEMPT_OTHER,
+	/*
+	 * Slice ends between ticks (slice.bpf.h): slice timers armed and
+	 * fired, and fires that ended a slice while tasks waited.
+	 */
+	LATCFS_STAT_SLICE_TIMER_ARM,
+	LATCFS_STAT_SLICE_TIMER_FIRE,
+	LATCFS_STAT_SLICE_CUT,
 	LATCFS_NR_STATS,
 };
 

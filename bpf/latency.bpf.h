@@ -13,7 +13,7 @@
  * further ahead in vtime, and waits that much longer next time.
  *
  * Latency-sensitive tasks (negative offset) wait in their own DSQ, ordered by
- * vtime + offset. A CPU looking for work takes the latency head instead of
+ * their key (vruntime.bpf.h) + offset. A CPU looking for work takes the latency head instead of
  * the fair head while the latency head's key is within wakeup_gran_ns of the
  * fair head's vtime: the series' wakeup_preempt_entity() check at pick time.
  * Otherwise fair order holds. Each latency task can thus run at most |offset|
@@ -21,12 +21,11 @@
  * be bypassed at all, so that many latency tasks taking turns cannot starve
  * it.
  *
- * A latency-sensitive task that wakes preempts the task running on its CPU
- * when its key beats that task's (vtime + its offset) by more than
- * wakeup_gran_ns. A task with a positive latency nice carries its positive
- * offset into that comparison, so it yields to waking latency-sensitive tasks
- * more readily; in exchange its slice is longer (slice_ns + offset), which is
- * what latency nice +19 gave hackbench in the series.
+ * Wakeup preemption (preempt.bpf.h) adds each side's offset to its key, so
+ * a latency-sensitive task that wakes preempts a running task more readily.
+ * A task with a positive latency nice yields to waking tasks more readily
+ * and preempts less; in exchange its slice is longer (slice_ns + offset),
+ * which is what latency nice +19 gave hackbench in the series.
  *
  * Latency nice 0 costs nothing. While no task has a non-zero latency nice
  * (nr_lat_tasks == 0), enqueue and dispatch take exactly the paths they take
@@ -54,17 +53,6 @@
 
 /* Offset at latency nice -20, in weighted ns (--latency-us). */
 const volatile u64 latency_range_ns = 6ULL * 1000 * 1000;
-
-/*
- * How far a latency-sensitive task's key must beat another's before it is
- * served first or preempts it (--wakeup-gran-us).
- */
-const volatile u64 wakeup_gran_ns = 1ULL * 1000 * 1000;
-
-/* uapi scheduling policies (not in vmlinux.h) */
-#define SCHED_POLICY_FIFO	1
-#define SCHED_POLICY_RR		2
-#define SCHED_POLICY_DEADLINE	6
 
 /* Longest time the fair head may be bypassed by the latency DSQ (--latency-budget-us). */
 const volatile u64 lat_budget_ns = 20ULL * 1000 * 1000;
@@ -209,63 +197,6 @@ static __always_inline void lat_refresh(struct task_struct *p, struct task_ctx *
 	lat_resolve(p, tctx, cgrp);
 	if (cgrp)
 		bpf_cgroup_release(cgrp);
-}
-
-/* Take the latency DSQ's ordering offset back out of p->scx.dsq_vtime. */
-static __always_inline void lat_unbias(struct task_struct *p, struct task_ctx *tctx)
-{
-	if (tctx->lat_bias) {
-		p->scx.dsq_vtime -= tctx->lat_bias;
-		tctx->lat_bias = 0;
-	}
-}
-
-/*
- * Note the latency offset of the task starting on this CPU, for wakeup
- * preemption. Kept only while nr_lat_tasks is non-zero, so an offset left
- * from before may be stale; its start time (curr_started_at) is always
- * current, written by every charge (vruntime.bpf.h).
- */
-static __always_inline void lat_note_curr(struct task_ctx *tctx)
-{
-	struct cpu_ctx *cctx = this_cpu_ctx();
-
-	if (cctx) {
-		cctx->curr_lat_offset = tctx->lat_offset;
-		cctx->curr_started_at = tctx->last_run_at;
-	}
-}
-
-/*
- * Waking latency-sensitive @p preempts the task running on its CPU if @p's
- * key beats that task's by more than wakeup_gran_ns.
- */
-static bool lat_wakeup_preempt(struct task_struct *p, struct task_ctx *tctx, u64 enq_flags)
-{
-	s32 cpu = scx_bpf_task_cpu(p);
-	struct task_struct *curr;
-	struct cpu_ctx *cctx;
-	u64 curr_key, now;
-
-	curr = __COMPAT_scx_bpf_cpu_curr(cpu);
-	if (!curr || curr == p || (curr->flags & PF_IDLE))
-		return false;
-	/* An RT or deadline task cannot be preempted by us: queue instead. */
-	if (curr->policy == SCHED_POLICY_FIFO || curr->policy == SCHED_POLICY_RR ||
-	    curr->policy == SCHED_POLICY_DEADLINE)
-		return false;
-	cctx = cpu_ctx_of(cpu);
-	if (!cctx)
-		return false;
-	/* its vtime as of now: charged so far plus what it has run since */
-	curr_key = curr->scx.dsq_vtime + cctx->curr_lat_offset;
-	now = scx_bpf_now();
-	if (cctx->curr_started_at && now > cctx->curr_started_at && curr->scx.weight)
-		curr_key += (now - cctx->curr_started_at) * LATCFS_WEIGHT_DFL / curr->scx.weight;
-	if (!time_before(p->scx.dsq_vtime + tctx->lat_offset + wakeup_gran_ns, curr_key))
-		return false;
-	scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL_ON | cpu, slice_ns, enq_flags | SCX_ENQ_PREEMPT);
-	return true;
 }
 
 #endif /* __LATCFS_LATENCY_BPF_H */

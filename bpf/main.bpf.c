@@ -6,9 +6,19 @@
  * ---------------
  * Runnable tasks wait in a shared DSQ ordered by weighted virtual time
  * (vruntime.bpf.h): the task that has received the least CPU relative to its
- * weight runs next, so nice levels translate into CPU shares. A waking task's
- * sleeper credit is bounded by slice_lag_ns so that long sleepers cannot
- * monopolise a CPU after they wake.
+ * weight runs next, so nice levels translate into CPU shares. The order key
+ * adds the time a task has run since it last woke (at most a slice), so
+ * short sleepers go first among equals; the share is the vtime's alone. A
+ * waking task's sleeper credit is bounded by slice_lag_ns so that long
+ * sleepers cannot monopolise a CPU after they wake.
+ *
+ * A waking task that finds no idle CPU preempts a running task whose key it
+ * beats by wakeup_gran_ns, if it would be served next anyway
+ * (preempt.bpf.h): sched_ext only notices a slice end at a tick.
+ *
+ * No task waits longer than max_wait_ns, whatever the weights
+ * (bound.bpf.h), and no CPU idles while a task it may run waits
+ * (idle.bpf.h's kicks, ops.cpu_release()).
  *
  * cgroups (cgroup.bpf.h) get the share their cpu.weight earns them in the
  * hierarchy: each task is charged with the weight its cgroup's share leaves
@@ -16,10 +26,10 @@
  * that work.
  *
  * Latency nice (latency.bpf.h) changes the order of service, never the share:
- * latency-sensitive tasks wait in a second DSQ ordered by vtime + a negative
+ * latency-sensitive tasks wait in a second DSQ ordered by key + a negative
  * offset, are picked ahead of the fair head while within budget of it, and
- * preempt the running task when they wake far enough ahead of it. While every
- * task is at latency nice 0 none of that runs.
+ * preempt more readily. While every task is at latency nice 0 none of that
+ * runs but a look at the task's offset.
  *
  * Life of a task:
  *
@@ -27,15 +37,18 @@
  *                  │        (target, prev, recent_used_cpu, LLC: idle.bpf.h)
  *                  │ no
  *                  v
- *   runnable (bound the sleeper credit)
+ *   runnable (bound the sleeper credit, restart its time awake)
  *      │
- *   enqueue ──> latency-sensitive and far ahead of the CPU's current task?
- *      │             └─ yes: preempt it (local DSQ, SCX_ENQ_PREEMPT)
- *      ├──> latency-sensitive: latency DSQ (vtime + offset)
- *      └──> otherwise:         shared DSQ (vtime)
+ *   enqueue ──> waking, first in line, and ahead of a running task?
+ *      │             └─ yes: preempt it (its local DSQ, SCX_ENQ_PREEMPT)
+ *      ├──> latency-sensitive: latency DSQ (key + offset)
+ *      └──> otherwise:         shared DSQ (key)
+ *                 then wake an idle CPU it may use, if any
  *                                   │
- *   dispatch (a CPU ran out of work) <── latency head if within budget of
- *      │                                 the fair head, else fair head
+ *   dispatch (a CPU ran out of work) <── a task past the wait bound first;
+ *      │                                 then the latency head if within
+ *      │                                 budget of the fair head, else the
+ *      │                                 fair head
  *      │ prev still runnable and still first in line (or nothing else may
  *      │ run here): prev keeps its CPU with a fresh slice
  *      v
@@ -59,6 +72,8 @@
 #include "vruntime.bpf.h"
 #include "bound.bpf.h"
 #include "latency.bpf.h"
+#include "preempt.bpf.h"
+#include "slice.bpf.h"
 #include "idle.bpf.h"
 #include "dump.bpf.h"
 
@@ -85,7 +100,7 @@ s32 BPF_STRUCT_OPS(latcfs_select_cpu, struct task_struct *p, s32 prev_cpu, u64 w
 	 * The CPU is idle: nothing there to be fair against, so skip the
 	 * queues and their locks.
 	 */
-	scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice_ns, 0);
+	scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, task_full_slice(p, lookup_task_ctx(p)), 0);
 	return cpu;
 }
 
@@ -98,80 +113,97 @@ void BPF_STRUCT_OPS(latcfs_runnable, struct task_struct *p, u64 enq_flags)
 	if (!(enq_flags & SCX_ENQ_WAKEUP))
 		return;
 	stat_inc(LATCFS_STAT_WAKEUP);
+	if (tctx)
+		vtime_woke(tctx);
 	if (vtime_bound_lag(p))
 		stat_inc(LATCFS_STAT_LAG_CLAMP);
-}
-
-/*
- * Queue @p according to its latency nice. Returns false if it should take
- * the plain fair path.
- */
-static bool lat_enqueue(struct task_struct *p, u64 enq_flags)
-{
-	struct task_ctx *tctx = lookup_task_ctx(p);
-
-	if (!tctx)
-		return false;
-	lat_unbias(p, tctx);
-	if (!tctx->lat_offset)
-		return false;
-	if (tctx->lat_offset > 0) {
-		/* Throughput over latency: a longer slice, fair order. */
-		scx_bpf_dsq_insert_vtime(p, LATCFS_SHARED_DSQ, slice_ns + tctx->lat_offset,
-					 p->scx.dsq_vtime, enq_flags);
-		return true;
-	}
-	if ((enq_flags & SCX_ENQ_WAKEUP) && lat_wakeup_preempt(p, tctx, enq_flags)) {
-		stat_inc(LATCFS_STAT_LAT_PREEMPT);
-		return true;
-	}
-	tctx->lat_bias = tctx->lat_offset;
-	scx_bpf_dsq_insert_vtime(p, LATCFS_LAT_DSQ, slice_ns,
-				 p->scx.dsq_vtime + tctx->lat_offset, enq_flags);
-	return true;
 }
 
 void BPF_STRUCT_OPS(latcfs_enqueue, struct task_struct *p, u64 enq_flags)
 {
 	struct task_ctx *tctx = lookup_task_ctx(p);
+	u64 slice = task_full_slice(p, tctx);
+	s64 lat_off = 0;
 
 	stat_inc(LATCFS_STAT_ENQUEUE);
-	if (tctx)
-		bound_queued(tctx);
-	if (nr_lat_tasks && lat_enqueue(p, enq_flags))
+	if (!tctx) {
+		scx_bpf_dsq_insert_vtime(p, LATCFS_SHARED_DSQ, slice, p->scx.dsq_vtime, enq_flags);
 		goto queued;
-	scx_bpf_dsq_insert_vtime(p, LATCFS_SHARED_DSQ, slice_ns, p->scx.dsq_vtime, enq_flags);
+	}
+	bound_queued(tctx);
+	/* a requeue (renice, affinity, cgroup move, cpu_release) comes biased */
+	key_unbias(p, tctx);
+	/*
+	 * Latency nice (latency.bpf.h): a negative offset orders the task in
+	 * the latency DSQ; a positive one bought a longer slice, in fair order.
+	 */
+	if (tctx->lat_offset < 0)
+		lat_off = tctx->lat_offset;
+	if ((enq_flags & SCX_ENQ_WAKEUP) &&
+	    wakeup_preempt(p, tctx, vtime_key(p, tctx, lat_off), slice, enq_flags))
+		return;
+	key_bias(p, tctx, lat_off);
+	scx_bpf_dsq_insert_vtime(p, lat_off ? LATCFS_LAT_DSQ : LATCFS_SHARED_DSQ, slice,
+				 p->scx.dsq_vtime, enq_flags);
 queued:
 	kick_idle_for(p);
 }
 
 /*
- * Should @prev, whose slice ran out but which is still runnable, keep its CPU?
+ * The first task of @dsq_id, in queue order, that may run on @cpu, looking
+ * at no more than LATCFS_PEEK_MAX: 1 and its key in @key if found, 0 if the
+ * DSQ holds no task that @cpu may run, -1 if the tasks looked at may not
+ * but more lie beyond. The counter lives in cpu_ctx (see bound.bpf.h).
+ */
+static int first_for_cpu(struct cpu_ctx *cctx, u64 dsq_id, s32 cpu, u64 *key)
+{
+	struct task_struct *p;
+
+	cctx->scan_seen = 0;
+	bpf_for_each(scx_dsq, p, dsq_id, 0) {
+		if (++cctx->scan_seen > LATCFS_PEEK_MAX)
+			return -1;
+		if (bpf_cpumask_test_cpu(cpu, p->cpus_ptr)) {
+			*key = p->scx.dsq_vtime;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Should @prev, whose slice ran out but which is still runnable, keep @cpu?
  *
  * At dispatch time @prev is neither charged for the slice it just used (that
  * happens in stopping()) nor back in a DSQ (that happens after a successor
  * is picked). Pulling the queue's head unconditionally would therefore
  * alternate strictly between two tasks sharing a CPU, whatever their weights.
- * So compare @prev's up-to-date vtime with the fair head's, and its key with
- * the latency head's, and keep @prev while it is still first in line.
+ * So compare @prev's up-to-date vtime with that of the first fair task that
+ * may run here, and its key with the first latency task's, and keep @prev
+ * while it is still first in line. Tasks that may not run here (pinned
+ * elsewhere) are no competitors: comparing with them would hand the CPU to
+ * a task behind @prev. If the first few queued may not run here, @prev
+ * does not keep, and the consume that follows finds the first that may.
  */
-static __always_inline bool prev_leads_queue(struct task_struct *prev)
+static __always_inline bool prev_leads_queue(struct task_struct *prev, s32 cpu)
 {
-	struct task_struct *head;
 	struct task_ctx *tctx;
-	u64 vtime;
+	struct cpu_ctx *cctx;
+	u64 key = 0;
+	int found;
 
-	if (!(prev->scx.flags & SCX_TASK_QUEUED) || !(tctx = lookup_task_ctx(prev)))
+	if (!(prev->scx.flags & SCX_TASK_QUEUED) || !(tctx = lookup_task_ctx(prev)) ||
+	    !(cctx = this_cpu_ctx()))
 		return false;
-	vtime = vtime_current(prev, tctx);
-	head = __COMPAT_scx_bpf_dsq_peek(LATCFS_SHARED_DSQ);
-	if (head && time_before(head->scx.dsq_vtime, vtime))
+	/* queued tasks carry their key in dsq_vtime (vruntime.bpf.h) */
+	found = first_for_cpu(cctx, LATCFS_SHARED_DSQ, cpu, &key);
+	if (found < 0 || (found > 0 && time_before(key, vtime_key_current(prev, tctx, 0))))
 		return false;
 	if (!nr_lat_tasks)
 		return true;
-	/* latency DSQ tasks carry their key in dsq_vtime */
-	head = __COMPAT_scx_bpf_dsq_peek(LATCFS_LAT_DSQ);
-	return !head || !time_before(head->scx.dsq_vtime, vtime + tctx->lat_offset);
+	found = first_for_cpu(cctx, LATCFS_LAT_DSQ, cpu, &key);
+	return !found ||
+	       (found > 0 && !time_before(key, vtime_key_current(prev, tctx, tctx->lat_offset)));
 }
 
 static __always_inline bool consume_fair(void)
@@ -241,7 +273,7 @@ void BPF_STRUCT_OPS(latcfs_dispatch, s32 cpu, struct task_struct *prev)
 	if (bound_dispatch(cpu))
 		return;
 
-	keep = prev && prev_leads_queue(prev);
+	keep = prev && prev_leads_queue(prev, cpu);
 	if (!keep && (nr_lat_tasks ? consume_lat_or_fair() : consume_fair()))
 		return;
 	/*
@@ -251,9 +283,11 @@ void BPF_STRUCT_OPS(latcfs_dispatch, s32 cpu, struct task_struct *prev)
 	 */
 	if (prev && (prev->scx.flags & SCX_TASK_QUEUED)) {
 		stat_inc(LATCFS_STAT_KEEP);
-		if ((tctx = lookup_task_ctx(prev)))
+		tctx = lookup_task_ctx(prev);
+		if (tctx)
 			vtime_recharge(prev, tctx);
-		prev->scx.slice = slice_ns;
+		prev->scx.slice = task_full_slice(prev, tctx);
+		slice_started(scx_bpf_now(), prev->scx.slice);
 	}
 }
 
@@ -263,13 +297,12 @@ void BPF_STRUCT_OPS(latcfs_running, struct task_struct *p)
 
 	if (!tctx)
 		return;
-	lat_unbias(p, tctx);
+	key_unbias(p, tctx);
 	bound_started(tctx);
-	vtime_start(p, tctx);
 	lat_refresh(p, tctx);
 	lat_uncount(tctx);
-	if (nr_lat_tasks)
-		lat_note_curr(tctx);
+	vtime_start(p, tctx);
+	slice_started(tctx->last_run_at, p->scx.slice);
 }
 
 void BPF_STRUCT_OPS(latcfs_stopping, struct task_struct *p, bool runnable)
@@ -278,6 +311,13 @@ void BPF_STRUCT_OPS(latcfs_stopping, struct task_struct *p, bool runnable)
 
 	if (tctx)
 		vtime_stop(p, tctx);
+	slice_stopped();
+}
+
+/* Tasks may have started to wait since the running one's slice began. */
+void BPF_STRUCT_OPS(latcfs_tick, struct task_struct *p)
+{
+	slice_tick();
 }
 
 void BPF_STRUCT_OPS(latcfs_quiescent, struct task_struct *p, u64 deq_flags)
@@ -295,11 +335,11 @@ void BPF_STRUCT_OPS(latcfs_enable, struct task_struct *p)
 	/* New: level with the reference. Back from another class: its old lag. */
 	vtime_restore(p, tctx);
 	/*
-	 * A task that left the latency DSQ for another sched class took its
-	 * bias with it; the vtime above carries none.
+	 * A task that left a DSQ for another sched class took its key bias
+	 * with it; the vtime above carries none.
 	 */
 	if (tctx)
-		tctx->lat_bias = 0;
+		tctx->key_bias = 0;
 }
 
 void BPF_STRUCT_OPS(latcfs_disable, struct task_struct *p)
@@ -308,7 +348,7 @@ void BPF_STRUCT_OPS(latcfs_disable, struct task_struct *p)
 
 	if (!tctx)
 		return;
-	lat_unbias(p, tctx);
+	key_unbias(p, tctx);
 	vtime_save(p, tctx);
 	bound_started(tctx);
 	/* Off to another sched class: its cgroup no longer counts it. */
@@ -415,6 +455,7 @@ s32 BPF_STRUCT_OPS_SLEEPABLE(latcfs_init)
 
 	ret = ret ?: scx_bpf_create_dsq(LATCFS_LAT_DSQ, -1);
 	test_error_at = scx_bpf_now() + test_error_after_ns;
+	ret = ret ?: slice_init();
 	return ret ?: idle_init();
 }
 
@@ -449,6 +490,7 @@ SCX_OPS_DEFINE(latcfs_ops,
 	       .dispatch		= (void *)latcfs_dispatch,
 	       .running			= (void *)latcfs_running,
 	       .stopping		= (void *)latcfs_stopping,
+	       .tick			= (void *)latcfs_tick,
 	       .quiescent		= (void *)latcfs_quiescent,
 	       .enable			= (void *)latcfs_enable,
 	       .disable			= (void *)latcfs_disable,

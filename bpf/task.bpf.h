@@ -9,7 +9,7 @@
  * struct cpu_ctx is per CPU and written only by its own CPU (by the ops
  * that run there); other CPUs only read it: the vtime reference reads every
  * CPU's current vtime (vruntime.bpf.h), and wakeup preemption reads the
- * target CPU's (latency.bpf.h). Those reads do pull its cache line across.
+ * candidate victims' (preempt.bpf.h). Those reads do pull its cache line across.
  */
 #ifndef __LATCFS_TASK_BPF_H
 #define __LATCFS_TASK_BPF_H
@@ -30,18 +30,30 @@ static __always_inline struct task_ctx *lookup_task_ctx(const struct task_struct
 }
 
 struct cpu_ctx {
-	/* vtime of the sched_ext task running here, as last charged */
+	/*
+	 * The sched_ext task running here, as of its last charge
+	 * (vtime_note_curr()): its vtime and awake_vt, when that was, how fast
+	 * its vtime ages (weighted ns per 2^20 ns) and its latency offset.
+	 */
 	u64	curr_vtime;
-	/* a sched_ext task runs here (curr_vtime is valid) */
-	bool	curr_valid;
-	/* its latency offset, for wakeup preemption */
-	s64	curr_lat_offset;
-	/* when it started running (or was last charged), to age its vtime */
+	u64	curr_awake;
 	u64	curr_started_at;
+	u64	curr_scale;
+	s64	curr_lat_offset;
+	/* a sched_ext task runs here (the curr_ fields are valid) */
+	bool	curr_valid;
 	/* the wait bound's last walk here, and whether it found a task (bound.bpf.h) */
 	u64	rescue_walk_at;
 	bool	rescue_pending;
-	/* tasks the current walk has visited */
+	/* which DSQ the next walk visits first: they take turns */
+	bool	rescue_lat_first;
+	/*
+	 * When the running task's slice ends (0: nothing of ours runs), and
+	 * when the slice timer is armed to fire (0: not armed) (slice.bpf.h)
+	 */
+	u64	slice_end;
+	u64	timer_at;
+	/* tasks the current DSQ walk has visited */
 	u32	scan_seen;
 };
 

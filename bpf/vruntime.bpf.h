@@ -15,38 +15,60 @@
  * queueing, as CFS does it. The arithmetic is in arith.h, overflow-free.
  *
  * The reference, vtime_ref, is CFS' min_vruntime for our one queue: the
- * least vtime at the queue's front, i.e. among the head of the shared DSQ
- * and the tasks running on the CPUs, and it only moves forward. It is
- * updated whenever a task starts, or is charged to keep its CPU
- * (vtime_update_ref()). The latency DSQ, local DSQs and tasks between a
- * DSQ and a CPU are not looked at, so it is the front as far as that goes. Because
- * it is a minimum, a task started out of vtime order (straight onto an idle
- * CPU, pinned, the only task a CPU may run) cannot push it: a low-weight task
- * charged far ahead, or a pinned hog alone on its CPU, stays ahead of the
- * reference instead of dragging it along. Were it the maximum, tasks woken
- * onto other CPUs would be clamped near that runaway value and wait behind
- * every task there until it caught up, for as long as the runaway lasts.
+ * least vtime at the queue's front, and it only moves forward. While tasks
+ * wait, the front is the head of the shared DSQ and the latency DSQ's head
+ * (its own vtime, without its latency offset); while none wait, it is what
+ * the CPUs run. It is updated whenever a task starts or is charged to keep
+ * its CPU (vtime_update_ref()). Because it is a minimum of the queue's
+ * front, a task started out of vtime order (straight onto an idle CPU,
+ * pinned, the only task a CPU may run) cannot push it: a low-weight task
+ * charged far ahead stays ahead of the reference instead of dragging it
+ * along. Were it the maximum, tasks woken onto other CPUs would be clamped
+ * near that runaway value and wait behind every task there until it caught
+ * up. Running tasks do not hold it back while tasks wait: a heavy task
+ * alone on its CPU ages slowly, and would keep everybody else's vtime
+ * pressed against the lead cap below, which flattens their weights.
  *
  * Two clamps keep every vtime near the reference:
- *  - sleeper credit: a waking task starts at most slice_lag_ns behind it,
- *    as EEVDF clamps a waking entity's lag, so a long sleeper gets a CPU
- *    soon but cannot monopolise it until it has "caught up";
- *  - lead cap: a charge leaves a task at most VTIME_MAX_LEAD_NS ahead of
- *    it, so that one slice of a nice 19 task (weight 1) is not worth 300 ms
- *    of everybody else's turns.
+ *  - credit: a task is at most slice_lag_ns behind it, as EEVDF clamps a
+ *    waking entity's lag. A waking task is lifted to that floor, so a long
+ *    sleeper gets a CPU soon but cannot monopolise it until it has "caught
+ *    up"; so is a task charged while it ran out of order (alone on its CPU,
+ *    say), as CFS renormalises a task that comes from another runqueue.
+ *    Otherwise a heavy task pinned alone would fall far behind and then,
+ *    once a kworker queued beside it, keep its CPU until it caught up;
+ *  - lead cap: a charge leaves a task at most two of its own slices, and at
+ *    least VTIME_MAX_LEAD_NS, ahead of it, so that the debt of a task whose
+ *    weight is tiny is bounded and a nice 19 task still keeps its 1:100
+ *    ratio against nice 0.
  * The lead cap bounds weighted time, not wall time: how long a capped task
  * waits depends on its competitors' weights. The wall-clock bound on every
  * wait is bound.bpf.h's.
+ *
+ * The DSQs order by a key, not by vtime alone:
+ *
+ *	key = vtime + awake_vt
+ *
+ * where awake_vt is the weighted time the task has run since it last woke,
+ * at most one slice (slice_ns). Among tasks of equal vtime, one that just
+ * woke goes before one that has been running for a while, so short
+ * sleepers are served first even among their own kind (a deadline that
+ * grows with recent CPU use, as scx_bpfland's). vtime alone decides the
+ * share: awake_vt shifts a task's turn by at most a slice and is never
+ * charged. While a task waits, its key minus its vtime is folded into
+ * p->scx.dsq_vtime (task_ctx.key_bias) and taken out when it leaves the
+ * DSQ (key_unbias()); the latency DSQ adds the latency offset to the key
+ * the same way (latency.bpf.h).
  *
  * A task keeps its lag (vtime - reference, within the clamps) when it leaves
  * sched_ext for another class and gets it back when it returns, so a
  * priority-inheritance boost or a sched_setscheduler() round trip neither
  * forgives its debt nor takes its credit.
  *
- * Limits: computing the front reads every CPU's cpu_ctx when the reference
- * would move, O(nr_cpus) per start; fine for the machines this queue
- * design serves (one shared DSQ), and the reason the reference is a
- * function of one queue, ready to be kept per queue.
+ * Limits: while no task waits, computing the front reads every CPU's
+ * cpu_ctx, O(nr_cpus), at most once per VTIME_SCAN_NS; fine for the
+ * machines this queue design serves (one shared DSQ), and the reason the
+ * reference is a function of one queue, ready to be kept per queue.
  */
 #ifndef __LATCFS_VRUNTIME_BPF_H
 #define __LATCFS_VRUNTIME_BPF_H
@@ -64,8 +86,16 @@ const volatile u64 slice_ns = 3ULL * 1000 * 1000;
  */
 const volatile u64 slice_lag_ns = 3ULL * 1000 * 1000;
 
-/* Most weighted time, in ns, a charge may leave a task ahead of the reference. */
+/*
+ * The lead cap (see above): a charge leaves a task at most two of its
+ * slices ahead of the reference, but never less than VTIME_MAX_LEAD_NS nor
+ * more than VTIME_MAX_LEAD_CAP_NS, in weighted ns.
+ */
 #define VTIME_MAX_LEAD_NS	(100ULL * 1000 * 1000)
+#define VTIME_MAX_LEAD_CAP_NS	(10ULL * 1000 * 1000 * 1000)
+
+/* How often, at most, the CPUs' running vtimes are scanned (while none wait). */
+#define VTIME_SCAN_NS		(1ULL * 1000 * 1000)
 
 /* The queue's reference vtime (see above): monotonic. */
 static u64 vtime_ref;
@@ -81,30 +111,84 @@ static __always_inline u64 scale_by_weight_inverse(struct task_struct *p, struct
 	return vt_scale_inv(delta_ns, LATCFS_WEIGHT_DFL, eff, CG_HW_SHIFT);
 }
 
+/* The vtime of a task waiting in a DSQ, without its key bias. */
+static __always_inline u64 vtime_of_queued(struct task_struct *p)
+{
+	struct task_ctx *tctx = lookup_task_ctx(p);
+
+	return p->scx.dsq_vtime - (tctx ? tctx->key_bias : 0);
+}
+
+/*
+ * @p's DSQ key, with @lat_off (0, or its negative latency offset for the
+ * latency DSQ): what it is queued by, and compared by.
+ */
+static __always_inline u64 vtime_key(struct task_struct *p, struct task_ctx *tctx, s64 lat_off)
+{
+	return p->scx.dsq_vtime + tctx->awake_vt + lat_off;
+}
+
+/* @p goes into a DSQ: fold its key into dsq_vtime (see above). */
+static __always_inline void key_bias(struct task_struct *p, struct task_ctx *tctx, s64 lat_off)
+{
+	tctx->key_bias = tctx->awake_vt + lat_off;
+	p->scx.dsq_vtime += tctx->key_bias;
+}
+
+/* @p left its DSQ (or is about to be queued again): dsq_vtime is its vtime again. */
+static __always_inline void key_unbias(struct task_struct *p, struct task_ctx *tctx)
+{
+	if (tctx->key_bias) {
+		p->scx.dsq_vtime -= tctx->key_bias;
+		tctx->key_bias = 0;
+	}
+}
+
+/* When the CPUs' running vtimes were last scanned. */
+static u64 vtime_scan_at;
+
 /*
  * Move the reference to the queue's front, if that is ahead of it: the least
- * of @cand (the vtime of a task starting or just charged here), the shared
- * DSQ's head and what the CPUs run. The scan runs only when the reference
- * would move, and a lost race leaves it a little behind, never ahead.
+ * of @cand (the vtime of a task starting or just charged here) and the heads
+ * of the DSQs, or, if nothing waits, of what the CPUs run. It runs only
+ * when the reference would move, and a lost race leaves it a little behind,
+ * never ahead.
  */
 static void vtime_update_ref(u64 cand)
 {
-	u64 ref = READ_ONCE(vtime_ref);
+	u64 ref = READ_ONCE(vtime_ref), now;
 	struct task_struct *head;
 	struct cpu_ctx *cctx;
 	u32 cpu, nr = scx_bpf_nr_cpu_ids();
+	bool waiting = false;
 
 	if (!vt_before(ref, cand))
 		return;
 	head = __COMPAT_scx_bpf_dsq_peek(LATCFS_SHARED_DSQ);
-	if (head && vt_before(head->scx.dsq_vtime, cand))
-		cand = head->scx.dsq_vtime;
-	bpf_for(cpu, 0, nr) {
-		if (cpu >= LATCFS_MAX_CPUS)
-			break;
-		cctx = cpu_ctx_of(cpu);
-		if (cctx && cctx->curr_valid && vt_before(cctx->curr_vtime, cand))
-			cand = cctx->curr_vtime;
+	if (head) {
+		waiting = true;
+		if (vt_before(head->scx.dsq_vtime, cand))
+			cand = head->scx.dsq_vtime;
+	}
+	head = __COMPAT_scx_bpf_dsq_peek(LATCFS_LAT_DSQ);
+	if (head) {
+		waiting = true;
+		if (vt_before(vtime_of_queued(head), cand))
+			cand = vtime_of_queued(head);
+	}
+	if (!waiting) {
+		/* rate-limited: between scans the reference waits a little */
+		now = scx_bpf_now();
+		if (now - READ_ONCE(vtime_scan_at) < VTIME_SCAN_NS)
+			return;
+		WRITE_ONCE(vtime_scan_at, now);
+		bpf_for(cpu, 0, nr) {
+			if (cpu >= LATCFS_MAX_CPUS)
+				break;
+			cctx = cpu_ctx_of(cpu);
+			if (cctx && cctx->curr_valid && vt_before(cctx->curr_vtime, cand))
+				cand = cctx->curr_vtime;
+		}
 	}
 	if (vt_before(ref, cand))
 		__sync_val_compare_and_swap(&vtime_ref, ref, vt_advance(ref, cand));
@@ -124,11 +208,27 @@ static __always_inline bool vtime_bound_lag(struct task_struct *p)
 	return true;
 }
 
-/* Note @p's vtime as this CPU's current one. */
-static __always_inline void vtime_note_curr(struct cpu_ctx *cctx, struct task_struct *p)
+/*
+ * Note @p as this CPU's current task, as of its last charge: its vtime and
+ * awake_vt, when that was, how fast its vtime ages (weighted ns per 2^20
+ * ns) and its latency offset; enough for another CPU to compute its key
+ * now (preempt.bpf.h) without touching the task.
+ */
+static __always_inline void vtime_note_curr(struct cpu_ctx *cctx, struct task_struct *p,
+					    struct task_ctx *tctx)
 {
 	cctx->curr_vtime = p->scx.dsq_vtime;
+	cctx->curr_awake = tctx->awake_vt;
+	cctx->curr_started_at = tctx->last_run_at;
+	cctx->curr_scale = scale_by_weight_inverse(p, tctx, 1ULL << 20);
+	cctx->curr_lat_offset = tctx->lat_offset;
 	cctx->curr_valid = true;
+}
+
+/* A task woke: its time awake starts again. */
+static __always_inline void vtime_woke(struct task_ctx *tctx)
+{
+	tctx->awake_vt = 0;
 }
 
 /* @p starts running on this CPU. */
@@ -138,28 +238,60 @@ static __always_inline void vtime_start(struct task_struct *p, struct task_ctx *
 
 	tctx->last_run_at = scx_bpf_now();
 	if (cctx)
-		vtime_note_curr(cctx, p);
+		vtime_note_curr(cctx, p, tctx);
 	vtime_update_ref(p->scx.dsq_vtime);
 }
 
-/*
- * @p's vtime including the time it has run since vtime_start() (or its last
- * charge) and not yet been charged for.
- */
-static __always_inline u64 vtime_current(struct task_struct *p, struct task_ctx *tctx)
+/* Weighted time @p has run since vtime_start() or its last charge. */
+static __always_inline u64 vtime_uncharged(struct task_struct *p, struct task_ctx *tctx)
 {
 	u64 now = scx_bpf_now();
 
 	if (!tctx->last_run_at || now <= tctx->last_run_at)
-		return p->scx.dsq_vtime;
-	return p->scx.dsq_vtime + scale_by_weight_inverse(p, tctx, now - tctx->last_run_at);
+		return 0;
+	return scale_by_weight_inverse(p, tctx, now - tctx->last_run_at);
 }
 
-/* Charge the time @p ran since vtime_start() or its last charge. */
+/* awake_vt after @w more weighted ns of running: at most a slice. */
+static __always_inline u64 vtime_awake_after(struct task_ctx *tctx, u64 w)
+{
+	return w >= slice_ns || tctx->awake_vt + w > slice_ns ? slice_ns : tctx->awake_vt + w;
+}
+
+/*
+ * The key @p would be queued by now (with @lat_off, as vtime_key()),
+ * counting the time it has run and not yet been charged for.
+ */
+static __always_inline u64 vtime_key_current(struct task_struct *p, struct task_ctx *tctx,
+					     s64 lat_off)
+{
+	u64 w = vtime_uncharged(p, tctx);
+
+	return p->scx.dsq_vtime + w + vtime_awake_after(tctx, w) + lat_off;
+}
+
+/* The lead cap of @p: two of its slices, within the bounds above. */
+static __always_inline u64 vtime_max_lead(struct task_struct *p, struct task_ctx *tctx)
+{
+	u64 lead = 2 * scale_by_weight_inverse(p, tctx, slice_ns);
+
+	if (lead < VTIME_MAX_LEAD_NS)
+		return VTIME_MAX_LEAD_NS;
+	return lead > VTIME_MAX_LEAD_CAP_NS ? VTIME_MAX_LEAD_CAP_NS : lead;
+}
+
+/*
+ * Charge the time @p ran since vtime_start() or its last charge, within the
+ * clamps: the lead cap, and the credit floor for a task that ran out of
+ * order while the reference moved on.
+ */
 static __always_inline void vtime_charge(struct task_struct *p, struct task_ctx *tctx)
 {
-	p->scx.dsq_vtime = vt_cap(vtime_current(p, tctx), READ_ONCE(vtime_ref),
-				  VTIME_MAX_LEAD_NS);
+	u64 ref = READ_ONCE(vtime_ref), w = vtime_uncharged(p, tctx);
+	u64 vtime = vt_cap(p->scx.dsq_vtime + w, ref, vtime_max_lead(p, tctx));
+
+	p->scx.dsq_vtime = vt_floor(vtime, ref, slice_lag_ns);
+	tctx->awake_vt = vtime_awake_after(tctx, w);
 	tctx->last_run_at = 0;
 }
 
@@ -183,10 +315,8 @@ static __always_inline void vtime_recharge(struct task_struct *p, struct task_ct
 
 	vtime_charge(p, tctx);
 	tctx->last_run_at = scx_bpf_now();
-	if (cctx) {
-		vtime_note_curr(cctx, p);
-		cctx->curr_started_at = tctx->last_run_at;
-	}
+	if (cctx)
+		vtime_note_curr(cctx, p, tctx);
 	vtime_update_ref(p->scx.dsq_vtime);
 }
 

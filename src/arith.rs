@@ -46,6 +46,34 @@ mod tests {
     }
 
     #[test]
+    fn mul_div_handles_one_operand_past_32_bits() {
+        // The old version shifted both by 32 bits whenever either was that
+        // large: 1000 * 2^40 / 100 came out as 1000 * 256.
+        for &(x, n, d) in &[
+            (1000u64, 1u64 << 40, 100u64),
+            (3_000_000, (1 << 33) + 12_345, 7),
+            (1 << 20, u64::MAX / 5, 1 << 31),
+            (12_345, 100, 1 << 40),
+            (1 << 40, 1 << 36, 1 << 40),
+        ] {
+            let exact = (x as u128 * n as u128 / d as u128).min(SAT as u128) as u64;
+            let got = mul_div(x, n, d);
+            // exact while den < 2^32; within 1 ppm beyond
+            let err = (got as i128 - exact as i128).unsigned_abs();
+            assert!(
+                err <= exact as u128 / 1_000_000 + 1,
+                "{x} * {n} / {d} = {exact}, got {got}"
+            );
+            if d < 1 << 32 {
+                assert_eq!(got, exact, "{x} * {n} / {d}");
+            }
+        }
+        assert_eq!(mul_div(5, u64::MAX, u64::MAX), 5);
+        assert_eq!(mul_div(u64::MAX, u64::MAX, 1), SAT);
+        assert_eq!(mul_div(0, u64::MAX, 1), 0);
+    }
+
+    #[test]
     fn cgroup_charge_does_not_overflow_after_47_minutes() {
         // The old (delta * 100) << 16 wrapped once delta reached 2.8e12 ns.
         let eff = 100u64 << SHIFT; // an effective weight of 100

@@ -123,8 +123,9 @@ pub struct Opts {
           value_parser = clap::value_parser!(u64).range(100..=100_000))]
     pub latency_us: u64,
 
-    /// Wakeup granularity, in microseconds: how far a latency-sensitive
-    /// task's key must beat another's to be served first or to preempt it.
+    /// Wakeup granularity, in microseconds of weighted runtime: how far a
+    /// waking task's key must beat a running task's to preempt it, and a
+    /// latency-sensitive task's key the fair head's to be served first.
     /// Range 0-100000.
     #[arg(long, value_name = "US", default_value_t = 1000,
           value_parser = clap::value_parser!(u64).range(0..=100_000))]

@@ -54,6 +54,11 @@ pub const NAMES: [&str; bpf_intf::latcfs_stat_LATCFS_NR_STATS as usize] = [
     "rescue",
     "idle_kick",
     "cpu_release",
+    "preempt",
+    "preempt_other",
+    "slice_timer_arm",
+    "slice_timer_fire",
+    "slice_cut",
 ];
 
 /// Counters that are levels, not event counts: an interval reports their
@@ -135,7 +140,7 @@ pub struct LatcfsStats {
     pub lag_clamp: u64,
     #[stat(desc = "tasks a CPU pulled from the latency queue")]
     pub lat_dispatch: u64,
-    #[stat(desc = "latency-sensitive wakeups that preempted the running task")]
+    #[stat(desc = "wakeup preemptions by latency-sensitive tasks")]
     pub lat_preempt: u64,
     #[stat(desc = "picks where the latency head was too far ahead of the fair head to bypass it")]
     pub lat_refused: u64,
@@ -177,6 +182,16 @@ pub struct LatcfsStats {
     pub idle_kick: u64,
     #[stat(desc = "CPUs taken by a higher sched class; their local tasks were queued again")]
     pub cpu_release: u64,
+    #[stat(desc = "wakeups that preempted a running task")]
+    pub preempt: u64,
+    #[stat(desc = "of those, the ones whose victim ran on another CPU than the task's own")]
+    pub preempt_other: u64,
+    #[stat(desc = "slice timers armed, for a running task's slice end while tasks wait")]
+    pub slice_timer_arm: u64,
+    #[stat(desc = "slice timers fired")]
+    pub slice_timer_fire: u64,
+    #[stat(desc = "slices a timer ended between ticks because tasks waited")]
+    pub slice_cut: u64,
     #[stat(desc = "percent: sis_recent / (sis_recent + sis_recent_miss)")]
     #[serde(deserialize_with = "nan_if_null")]
     pub recent_rate: f64,

@@ -2,12 +2,18 @@
 //!
 //!   latcfs-probe wake SECS PERIOD_US   sleep PERIOD_US at a time for SECS and
 //!                                      report how late each wakeup ran
-//!   latcfs-probe spin SECS             spin for SECS and report the longest
-//!                                      gap in which it did not run
+//!   latcfs-probe spin SECS [SLICE_US]  spin for SECS and report the longest
+//!                                      gap in which it did not run, and the
+//!                                      median of the gaps over 800 µs; with
+//!                                      SLICE_US, first ask for that slice
+//!                                      (sched_setattr's sched_runtime)
 //!   latcfs-probe burst SECS RUN_US SLEEP_US
 //!                                      spin RUN_US of CPU time, sleep
 //!                                      SLEEP_US, repeat for SECS; report the
 //!                                      bursts done and the longest gap
+//!   latcfs-probe flip SECS PERIOD_US   spin for SECS, leaving for SCHED_FIFO
+//!                                      and coming straight back every
+//!                                      PERIOD_US; report the round trips
 //!   latcfs-probe pingpong SECS         two threads pass a byte back and forth
 //!                                      over a pair of pipes for SECS (as perf
 //!                                      bench sched pipe) and report the rate
@@ -44,20 +50,71 @@ fn wake(secs: f64, period: Duration) -> String {
     )
 }
 
+/// Gaps shorter than this are the probe's own loop, clock reads and
+/// interrupts (up to a few hundred µs under emulation), not another task
+/// running.
+const GAP_MIN: Duration = Duration::from_micros(800);
+
 fn spin(secs: f64) -> String {
     let start = Instant::now();
     let end = start + Duration::from_secs_f64(secs);
     let (mut last, mut max_gap, mut loops) = (start, Duration::ZERO, 0u64);
+    let mut gaps: Vec<u64> = Vec::new();
     loop {
         let now = Instant::now();
-        max_gap = max_gap.max(now - last);
+        let gap = now - last;
+        max_gap = max_gap.max(gap);
+        if gap >= GAP_MIN && gaps.len() < 1 << 20 {
+            gaps.push(gap.as_micros() as u64);
+        }
         last = now;
         loops += 1;
         if now >= end {
             break;
         }
     }
-    format!("loops={loops} max_gap_us={}", max_gap.as_micros())
+    gaps.sort_unstable();
+    format!(
+        "loops={loops} max_gap_us={} gaps={} gap_p50_us={}",
+        max_gap.as_micros(),
+        gaps.len(),
+        percentile(&gaps, 50.0)
+    )
+}
+
+/// struct sched_attr (include/uapi/linux/sched/types.h), up to util_max.
+#[repr(C)]
+#[derive(Default)]
+struct SchedAttr {
+    size: u32,
+    policy: u32,
+    flags: u64,
+    nice: i32,
+    priority: u32,
+    runtime: u64,
+    deadline: u64,
+    period: u64,
+    util_min: u32,
+    util_max: u32,
+}
+
+/// Ask for a custom slice of @slice, as EEVDF takes it from a SCHED_OTHER
+/// task's sched_runtime (Linux 6.12+), keeping this thread's nice.
+fn set_slice(slice: Duration) -> std::io::Result<()> {
+    // SAFETY: reads this thread's nice; errno is checked below.
+    let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+    let attr = SchedAttr {
+        size: std::mem::size_of::<SchedAttr>() as u32,
+        policy: libc::SCHED_OTHER as u32,
+        nice,
+        runtime: slice.as_nanos() as u64,
+        ..Default::default()
+    };
+    // SAFETY: pid 0 is this thread; attr is a valid, sized sched_attr.
+    if unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// The CPU time this thread has used.
@@ -87,6 +144,40 @@ fn burst(secs: f64, run: Duration, sleep: Duration) -> String {
         last = Instant::now();
     }
     format!("bursts={bursts} max_gap_us={}", max_gap.as_micros())
+}
+
+/// Set this thread's policy (priority 0 for SCHED_OTHER keeps its nice).
+fn set_policy(policy: libc::c_int, prio: libc::c_int) -> std::io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: prio,
+    };
+    // SAFETY: pid 0 is this thread; param is a valid sched_param.
+    if unsafe { libc::sched_setscheduler(0, policy, &param) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// A CPU hog that leaves the fair classes for SCHED_FIFO and comes straight
+/// back every @period: each round trip leaves sched_ext and re-enters it,
+/// and should keep the task's place (its vtime lag) in the queue.
+fn flip(secs: f64, period: Duration) -> std::io::Result<String> {
+    let end = Instant::now() + Duration::from_secs_f64(secs);
+    let mut next = Instant::now() + period;
+    let mut flips = 0u64;
+    loop {
+        let now = Instant::now();
+        if now >= end {
+            break;
+        }
+        if now >= next {
+            set_policy(libc::SCHED_FIFO, 1)?;
+            set_policy(libc::SCHED_OTHER, 0)?;
+            flips += 1;
+            next = now + period;
+        }
+    }
+    Ok(format!("flips={flips}"))
 }
 
 /// A pipe's (read, write) ends.
@@ -135,8 +226,9 @@ fn pingpong(secs: f64) -> std::io::Result<String> {
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: latcfs-probe wake SECS PERIOD_US | latcfs-probe spin SECS | \
-         latcfs-probe burst SECS RUN_US SLEEP_US | latcfs-probe pingpong SECS"
+        "usage: latcfs-probe wake SECS PERIOD_US | latcfs-probe spin SECS [SLICE_US] | \
+         latcfs-probe burst SECS RUN_US SLEEP_US | latcfs-probe flip SECS PERIOD_US | \
+         latcfs-probe pingpong SECS"
     );
     ExitCode::from(2)
 }
@@ -150,7 +242,16 @@ fn main() -> ExitCode {
     };
     let line = match (args.first().map(String::as_str), num(1), num(2)) {
         (Some("wake"), Some(secs), Some(us)) => wake(secs, Duration::from_secs_f64(us / 1e6)),
-        (Some("spin"), Some(secs), _) => spin(secs),
+        (Some("spin"), Some(secs), None) => spin(secs),
+        (Some("spin"), Some(secs), Some(us)) => {
+            match set_slice(Duration::from_secs_f64(us / 1e6)) {
+                Ok(()) => spin(secs),
+                Err(e) => {
+                    eprintln!("latcfs-probe: spin: sched_setattr: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
         (Some("burst"), Some(secs), Some(run)) => match num(3) {
             Some(sleep) => burst(
                 secs,
@@ -158,6 +259,14 @@ fn main() -> ExitCode {
                 Duration::from_secs_f64(sleep / 1e6),
             ),
             None => return usage(),
+        },
+        (Some("flip"), Some(secs), Some(us)) => match flip(secs, Duration::from_secs_f64(us / 1e6))
+        {
+            Ok(line) => line,
+            Err(e) => {
+                eprintln!("latcfs-probe: flip: {e}");
+                return ExitCode::FAILURE;
+            }
         },
         (Some("pingpong"), Some(secs), _) => match pingpong(secs) {
             Ok(line) => line,

@@ -103,14 +103,25 @@ test_sigkill() {
 }
 
 test_bpf_error() {
-	# A BPF-side error: the loader reports the kernel's reason and exits
-	# non-zero, and nothing stays attached or pinned.
+	# A BPF-side error: the loader reports the kernel's reason and its exit
+	# dump and exits non-zero, and nothing stays attached or pinned.
+	# a hog, so that the dump has a queued or running task to show
+	sh -c 'while :; do :; done' &
+	local hog=$!
 	"$LATCFS" --test-error-after-ms 2000 > "$WORK/e.out" 2> "$WORK/e.err"
 	local rc=$?
+	kill $hog; wait $hog 2>/dev/null
 	echo "  rc $rc: $(grep -m1 -i 'test error' "$WORK/e.err" "$WORK/e.out")"
 	[ $rc -ne 0 ] || { fail "exit 0 after a BPF error"; return 1; }
 	grep -q "test error, requested by --test-error-after-ms" "$WORK/e.err" "$WORK/e.out" ||
 		{ fail "reason not printed: $(tail -n3 "$WORK/e.err")"; return 1; }
+	# the kernel's exit dump, with what ops.dump/dump_cpu/dump_task add
+	local l
+	for l in 'latcfs: vtime_ref [0-9]+ nr_lat_tasks' 'latcfs: shared dsq: [0-9]+ queued' \
+		'latcfs: cpu [0-9]+ ' 'latcfs: vtime -?[0-9]+us waited'; do
+		grep -qE "$l" "$WORK/e.err" || { fail "the exit dump lacks /$l/: $(grep -c latcfs: "$WORK/e.err") latcfs lines"; return 1; }
+	done
+	echo "  exit dump: $(grep -c 'latcfs: ' "$WORK/e.err") lines from latcfs, e.g. $(grep -m1 'latcfs: shared dsq' "$WORK/e.err")"
 	is_detached && [ ! -e $PINS ] || fail "state $(state), pins $(ls $PINS 2>/dev/null)"
 	# the error is the point of this test, not a failure of the next one
 	DMESG_START=$(dmesg | wc -l)

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Wakeup latency and slices (preempt.bpf.h, slice.bpf.h), as behaviour:
+#  - among tasks of equal latency nice, a short sleeper runs before a hog:
+#    it preempts the hog when it wakes instead of waiting for a slice end;
+#  - a waking latency nice -20 task preempts a nice 0 hog where at latency
+#    nice 0 it would not (a wakeup granularity its offset bridges);
+#  - while tasks wait, a slice ends between ticks, on time (slice timer),
+#    and timer arms stay within a factor of 2 of fires;
+#  - a task's sched_runtime (sched_setattr) is its slice.
+# The fairness invariants stay in foundation.sh, cgroup.sh and stall.sh.
+#
+# Run as root on a sched_ext kernel with 2 or more CPUs, HZ=250 (the tick
+# is 4 ms: what "between ticks" means below).
+set -u
+cd "$(dirname "$0")/../.."
+. tests/vm/lib.sh
+
+PROBE=$(dirname "$LATCFS")/latcfs-probe
+SECS=8
+
+field() { sed -n "s/.*[[:space:]]$1=\([0-9]*\).*/\1/p; s/^$1=\([0-9]*\).*/\1/p" "$2" | head -n1; }
+
+test_sleeper_before_hog() {
+	# A hog and a sleeper waking every 10 ms, both on CPU 1, both at
+	# latency nice 0. Waiting for the hog's slice end would delay each
+	# wakeup by up to a slice and a tick (7 ms); preempting it, by the
+	# switch alone.
+	start_sched --stats 1 || return 1
+	taskset -c 1 "$PROBE" spin $SECS > "$WORK/hog.out" 2>&1 &
+	local hog=$!
+	sleep 0.5
+	taskset -c 1 "$PROBE" wake $((SECS - 1)) 10000 > "$WORK/wake.out" 2>&1
+	wait $hog
+	sleep 1.2
+	local p50 p90 pre
+	p50=$(field p50_us "$WORK/wake.out") p90=$(field p90_us "$WORK/wake.out") pre=$(counter preempt)
+	stop_sched INT
+	echo "  sleeper beside a hog: wakeup delay p50 ${p50:-?} us, p90 ${p90:-?} us; preempt=$pre"
+	[ -n "$p90" ] || { fail "the sleeper reported nothing: $(cat "$WORK/wake.out")"; return 1; }
+	[ "$pre" -gt 0 ] || { fail "no wakeup preemption"; return 1; }
+	[ "$p90" -lt 3000 ] || fail "p90 wakeup delay $p90 us: the sleeper waited for the hog's slice (3 ms) to end"
+}
+
+# run_sleeper_beside_hog FLAGS...: a hog and a sleeper on CPU 1 under
+# FLAGS; sets P90 (the sleeper's wakeup delay) and LP (lat_preempt).
+run_sleeper_beside_hog() {
+	start_sched --stats 1 "$@" || return 1
+	taskset -c 1 sh -c 'while :; do :; done' &
+	local hog=$!
+	sleep 0.5
+	taskset -c 1 "$PROBE" wake $((SECS - 2)) 10000 > "$WORK/wake.out" 2>&1
+	kill $hog; wait $hog 2>/dev/null
+	sleep 1.2
+	P90=$(field p90_us "$WORK/wake.out") LP=$(counter lat_preempt)
+	stop_sched INT
+	[ -n "$P90" ] || fail "the sleeper reported nothing: $(cat "$WORK/wake.out")"
+}
+
+test_lat_nice_preempts() {
+	# With a 10 ms --wakeup-gran-us, a sleeper at latency nice 0 beats the
+	# hog's key by less than that (its credit and the hog's time awake,
+	# 6-9 ms) and waits for the slice end; at -20 its 6 ms offset makes
+	# the difference, and it preempts.
+	local p0 p20 lp
+	run_sleeper_beside_hog --wakeup-gran-us 10000 || return 1
+	p0=$P90
+	run_sleeper_beside_hog --wakeup-gran-us 10000 --latency-nice comm:latcfs-probe=-20 || return 1
+	p20=$P90 lp=$LP
+	echo "  sleeper beside a nice 0 hog, gran 10 ms: p90 wakeup delay $p0 us at latency nice 0, $p20 us at -20 (lat_preempt=$lp)"
+	[ "$lp" -gt 0 ] || { fail "no latency-nice preemption"; return 1; }
+	[ "$p20" -lt "$p0" ] || fail "p90 at -20 ($p20 us) is not below p90 at 0 ($p0 us)"
+}
+
+test_slice_between_ticks() {
+	# Two hogs on CPU 1 with 1 ms slices: each waits for the other's slice.
+	# At the tick it would be 4 ms (HZ=250); the slice timer ends it at 1.
+	start_sched --stats 1 --slice-us 1000 || return 1
+	taskset -c 1 "$PROBE" spin $SECS > "$WORK/a.out" 2>&1 &
+	local a=$!
+	taskset -c 1 "$PROBE" spin $SECS > "$WORK/b.out" 2>&1 &
+	local b=$!
+	wait $a $b
+	sleep 1.2
+	local ga gb arm fire cut
+	ga=$(field gap_p50_us "$WORK/a.out") gb=$(field gap_p50_us "$WORK/b.out")
+	arm=$(counter slice_timer_arm) fire=$(counter slice_timer_fire) cut=$(counter slice_cut)
+	stop_sched INT
+	echo "  two hogs, 1 ms slices: median wait ${ga:-?} / ${gb:-?} us; slice_timer_arm=$arm fire=$fire slice_cut=$cut"
+	[ -n "$ga" ] && [ -n "$gb" ] || { fail "a hog reported nothing"; return 1; }
+	[ "$cut" -gt 0 ] || { fail "no slice ended by the timer"; return 1; }
+	[ "$arm" -le $((2 * fire + 20)) ] || { fail "$arm timer arms for $fire fires: a re-arm storm"; return 1; }
+	[ "$ga" -lt 3000 ] && [ "$gb" -lt 3000 ] || fail "median waits $ga / $gb us: slices ended at the 4 ms tick, not at 1 ms"
+}
+
+test_sched_runtime() {
+	# Two hogs on CPU 1; one asks for a 20 ms slice with sched_setattr's
+	# sched_runtime. The other then waits about 20 ms at a stretch, not 3.
+	start_sched || return 1
+	taskset -c 1 "$PROBE" spin $SECS 20000 > "$WORK/long.out" 2>&1 &
+	local a=$!
+	taskset -c 1 "$PROBE" spin $SECS > "$WORK/dfl.out" 2>&1 &
+	local b=$!
+	wait $a $b
+	local glong gdfl
+	glong=$(field gap_p50_us "$WORK/long.out") gdfl=$(field gap_p50_us "$WORK/dfl.out")
+	stop_sched INT
+	echo "  median waits: of the 20 ms-slice hog ${glong:-?} us, of the default one ${gdfl:-?} us"
+	[ -n "$glong" ] && [ -n "$gdfl" ] || { fail "a hog reported nothing: $(cat "$WORK/long.out")"; return 1; }
+	[ "$gdfl" -ge 12000 ] || fail "the default hog's median wait is $gdfl us: the 20 ms sched_runtime was not its neighbour's slice"
+}
+
+run_test "a short sleeper preempts a hog of equal latency nice" test_sleeper_before_hog
+run_test "a waking latency nice -20 task preempts where 0 does not" test_lat_nice_preempts
+run_test "while tasks wait, slices end between ticks" test_slice_between_ticks
+run_test "sched_runtime sets a task's slice" test_sched_runtime
+finish
