@@ -23,6 +23,17 @@ typedef int64_t s64;
 typedef uint32_t u32;
 #endif
 
+/*
+ * vt_mul_div() is the one function here with real branches, and it is
+ * inlined in many places; in BPF it is a global function instead, which
+ * the verifier checks once rather than at every call site.
+ */
+#ifdef __bpf__
+#define LATCFS_ARITH_GLOBAL	__attribute__((noinline))
+#else
+#define LATCFS_ARITH_GLOBAL	static inline
+#endif
+
 /* Largest result of a scaling: saturating there keeps sums and compares sane. */
 #define LATCFS_VT_SAT		(1ULL << 62)
 
@@ -64,7 +75,7 @@ static inline u64 vt_mul_div32(u64 x, u64 num, u64 den)
  * below 2^32 (the callers' weights, at most 10000 << 16, are by far); a
  * larger @den and @num both lose the low bits that bring @den below 2^32.
  */
-static inline u64 vt_mul_div(u64 x, u64 num, u64 den)
+LATCFS_ARITH_GLOBAL u64 vt_mul_div(u64 x, u64 num, u64 den)
 {
 	u32 s = vt_bits(den >> 32);
 	u64 qn, rn, a;

@@ -51,7 +51,10 @@
 #include "stats.bpf.h"
 #include "vruntime.bpf.h"
 
-/* Offset at latency nice -20, in weighted ns (--latency-us). */
+/*
+ * Offset at latency nice -20, in weighted ns of the task's time within its
+ * cgroup (vtime_lat_offset()) (--latency-us, default 6000 µs).
+ */
 const volatile u64 latency_range_ns = 6ULL * 1000 * 1000;
 
 /* Longest time the fair head may be bypassed by the latency DSQ (--latency-budget-us). */

@@ -115,7 +115,7 @@ void BPF_STRUCT_OPS(latcfs_runnable, struct task_struct *p, u64 enq_flags)
 	stat_inc(LATCFS_STAT_WAKEUP);
 	if (tctx)
 		vtime_woke(tctx);
-	if (vtime_bound_lag(p))
+	if (vtime_bound_lag(p, tctx))
 		stat_inc(LATCFS_STAT_LAG_CLAMP);
 }
 
@@ -138,7 +138,7 @@ void BPF_STRUCT_OPS(latcfs_enqueue, struct task_struct *p, u64 enq_flags)
 	 * the latency DSQ; a positive one bought a longer slice, in fair order.
 	 */
 	if (tctx->lat_offset < 0)
-		lat_off = tctx->lat_offset;
+		lat_off = vtime_lat_offset(p, tctx);
 	if ((enq_flags & SCX_ENQ_WAKEUP) &&
 	    wakeup_preempt(p, tctx, vtime_key(p, tctx, lat_off), slice, enq_flags))
 		return;
@@ -203,7 +203,7 @@ static __always_inline bool prev_leads_queue(struct task_struct *prev, s32 cpu)
 		return true;
 	found = first_for_cpu(cctx, LATCFS_LAT_DSQ, cpu, &key);
 	return !found ||
-	       (found > 0 && !time_before(key, vtime_key_current(prev, tctx, tctx->lat_offset)));
+	       (found > 0 && !time_before(key, vtime_key_current(prev, tctx, vtime_lat_offset(prev, tctx))));
 }
 
 static __always_inline bool consume_fair(void)

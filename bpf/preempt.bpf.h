@@ -95,7 +95,8 @@ static bool wakeup_preempt(struct task_struct *p, struct task_ctx *tctx, u64 qke
 			return false;
 	}
 	now = scx_bpf_now();
-	key = vtime_key(p, tctx, tctx->lat_offset);
+	/* the queue key has the negative latency offset; a positive one counts here */
+	key = qkey + (tctx->lat_offset > 0 ? tctx->lat_offset : 0);
 	if (!preempt_wins(p, cpu, key, now)) {
 		if (p->nr_cpus_allowed < 2)
 			return false;

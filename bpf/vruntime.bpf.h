@@ -60,6 +60,15 @@
  * DSQ (key_unbias()); the latency DSQ adds the latency offset to the key
  * the same way (latency.bpf.h).
  *
+ * Offsets within the cgroup. The sleeper credit and a negative latency
+ * offset are, as in CFS, amounts of the task's time within its own cfs_rq,
+ * where its vtime ages at its own weight. Flattened, a task of a cgroup
+ * with share hw ages 1/hw times faster than that, so both are converted by
+ * that factor (weight / effective weight), capped at VTIME_MAX_LEAD_NS.
+ * Otherwise a worker among six in a half-share cgroup would get a twelfth
+ * of the credit and of the latency offset a root task gets: latency nice
+ * -20 then bought such tasks almost nothing.
+ *
  * A task keeps its lag (vtime - reference, within the clamps) when it leaves
  * sched_ext for another class and gets it back when it returns, so a
  * priority-inheritance boost or a sched_setscheduler() round trip neither
@@ -82,7 +91,8 @@ const volatile u64 slice_ns = 3ULL * 1000 * 1000;
 
 /*
  * Sleeper credit bound (--slice-lag-us, default 3000 µs): how far, in
- * weighted ns, a waking task's vtime may lag behind the reference.
+ * weighted ns of the task's time within its cgroup (vtime_in_group()), a
+ * waking task's vtime may lag behind the reference.
  */
 const volatile u64 slice_lag_ns = 3ULL * 1000 * 1000;
 
@@ -109,6 +119,32 @@ static __always_inline u64 scale_by_weight_inverse(struct task_struct *p, struct
 	if (!eff)
 		return vt_scale_inv(delta_ns, LATCFS_WEIGHT_DFL, p->scx.weight, 0);
 	return vt_scale_inv(delta_ns, LATCFS_WEIGHT_DFL, eff, CG_HW_SHIFT);
+}
+
+/*
+ * @x weighted ns of a task's time within its cgroup, in the flattened scale
+ * (see "Offsets within the cgroup" above): times how much faster its
+ * cgroup's share makes its vtime age than its weight alone would; at most
+ * VTIME_MAX_LEAD_NS (or @x, if that is more).
+ */
+static __always_inline u64 vtime_in_group(struct task_struct *p, struct task_ctx *tctx, u64 x)
+{
+	u64 eff = cg_task_weight(p, tctx), r;
+
+	if (!eff)
+		return x;
+	r = vt_mul_div(x, (u64)p->scx.weight << CG_HW_SHIFT, eff);
+	if (r > VTIME_MAX_LEAD_NS)
+		r = VTIME_MAX_LEAD_NS > x ? VTIME_MAX_LEAD_NS : x;
+	return r;
+}
+
+/* @p's latency offset in the flattened scale (negative ones: see vtime_in_group()). */
+static __always_inline s64 vtime_lat_offset(struct task_struct *p, struct task_ctx *tctx)
+{
+	if (tctx->lat_offset >= 0)
+		return tctx->lat_offset;
+	return -(s64)vtime_in_group(p, tctx, -tctx->lat_offset);
 }
 
 /* The vtime of a task waiting in a DSQ, without its key bias. */
@@ -198,9 +234,10 @@ static void vtime_update_ref(u64 cand)
  * Bound the sleeper credit of waking task @p (see above). Returns true when
  * the bound applied.
  */
-static __always_inline bool vtime_bound_lag(struct task_struct *p)
+static __always_inline bool vtime_bound_lag(struct task_struct *p, struct task_ctx *tctx)
 {
-	u64 vtime = vt_floor(p->scx.dsq_vtime, READ_ONCE(vtime_ref), slice_lag_ns);
+	u64 lag = tctx ? vtime_in_group(p, tctx, slice_lag_ns) : slice_lag_ns;
+	u64 vtime = vt_floor(p->scx.dsq_vtime, READ_ONCE(vtime_ref), lag);
 
 	if (vtime == p->scx.dsq_vtime)
 		return false;
@@ -221,7 +258,7 @@ static __always_inline void vtime_note_curr(struct cpu_ctx *cctx, struct task_st
 	cctx->curr_awake = tctx->awake_vt;
 	cctx->curr_started_at = tctx->last_run_at;
 	cctx->curr_scale = scale_by_weight_inverse(p, tctx, 1ULL << 20);
-	cctx->curr_lat_offset = tctx->lat_offset;
+	cctx->curr_lat_offset = vtime_lat_offset(p, tctx);
 	cctx->curr_valid = true;
 }
 
@@ -290,7 +327,7 @@ static __always_inline void vtime_charge(struct task_struct *p, struct task_ctx 
 	u64 ref = READ_ONCE(vtime_ref), w = vtime_uncharged(p, tctx);
 	u64 vtime = vt_cap(p->scx.dsq_vtime + w, ref, vtime_max_lead(p, tctx));
 
-	p->scx.dsq_vtime = vt_floor(vtime, ref, slice_lag_ns);
+	p->scx.dsq_vtime = vt_floor(vtime, ref, vtime_in_group(p, tctx, slice_lag_ns));
 	tctx->awake_vt = vtime_awake_after(tctx, w);
 	tctx->last_run_at = 0;
 }

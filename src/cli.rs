@@ -93,16 +93,19 @@ impl TargetArgs {
 #[derive(Debug, Clone, Args)]
 pub struct Opts {
     /// Base time slice, in microseconds: how long a task runs before the next
-    /// task in vruntime order may take its CPU. A task alone on its CPU gets
-    /// a fresh slice instead of a context switch. Range 100-100000.
+    /// task in vruntime order may take its CPU. While tasks wait, a timer
+    /// ends it on time rather than at the next tick; a task alone on its CPU
+    /// gets a fresh slice instead of a context switch; a task that set its
+    /// own sched_runtime (sched_setattr) gets that. Range 100-100000.
     #[arg(long, value_name = "US", default_value_t = 3000,
           value_parser = clap::value_parser!(u64).range(100..=100_000))]
     pub slice_us: u64,
 
     /// Sleeper credit bound, in microseconds of weighted runtime: a waking
     /// task starts at most this far behind the queue's current vruntime, so
-    /// a long sleeper cannot monopolise a CPU when it wakes. 0 gives no
-    /// credit at all. Range 0-1000000.
+    /// a long sleeper cannot monopolise a CPU when it wakes; for a task in a
+    /// cgroup, this much of its time within the cgroup (up to 100 ms of the
+    /// queue's). 0 gives no credit at all. Range 0-1000000.
     #[arg(long, value_name = "US", default_value_t = 3000,
           value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub slice_lag_us: u64,
@@ -118,7 +121,8 @@ pub struct Opts {
     /// Latency offset at latency nice -20, in microseconds of weighted
     /// runtime; each level is 1/20 of it (offset = this * nice / 20). It
     /// decides how far ahead of its fair turn a latency-sensitive task is
-    /// served, and how long a +19 task's slice grows. Range 100-100000.
+    /// served (for a task in a cgroup, in its time within the cgroup), and
+    /// how long a +19 task's slice grows. Range 100-100000.
     #[arg(long, value_name = "US", default_value_t = 6000,
           value_parser = clap::value_parser!(u64).range(100..=100_000))]
     pub latency_us: u64,
