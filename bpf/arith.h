@@ -160,4 +160,31 @@ static inline u64 hw_step(u64 hw, u64 w, s64 sum)
 	return hw ?: 1;
 }
 
+/*
+ * A task's time awake (vruntime.bpf.h's awake_vt) after @w more weighted ns
+ * of running: @awake + @w, at most @cap (a slice). Written so that the sum
+ * cannot wrap.
+ */
+static inline u64 awake_after(u64 awake, u64 w, u64 cap)
+{
+	return w >= cap || awake >= cap - w ? cap : awake + w;
+}
+
+/*
+ * How long a running task is protected from wakeup preemption
+ * (preempt.bpf.h), in weighted ns since its slice began: @gran, less what a
+ * negative latency offset @lat_off of the wakee buys, never below 0. A
+ * latency nice 0 wakee waits out @gran; one at -20 with the default offset
+ * preempts at once.
+ */
+static inline u64 preempt_protect(u64 gran, s64 lat_off)
+{
+	u64 cut;
+
+	if (lat_off >= 0)
+		return gran;
+	cut = (u64)0 - (u64)lat_off;
+	return cut >= gran ? 0 : gran - cut;
+}
+
 #endif /* __LATCFS_ARITH_H */

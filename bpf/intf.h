@@ -177,10 +177,15 @@ enum latcfs_stat {
 	LATCFS_STAT_CPU_RELEASE,
 	/*
 	 * Wakeup preemption (preempt.bpf.h): wakeups that preempted a running
-	 * task, and those of them whose victim was not the task's own CPU.
+	 * task, and those of them whose victim was not the task's own CPU;
+	 * wakeups that won but found the running task protected, so that a
+	 * timer preempts it at the protection's end, and those timers' kicks
+	 * (the victim still ran that slice and tasks still waited).
 	 */
 	LATCFS_STAT_PREEMPT,
 	LATCFS_STAT_PREEMPT_OTHER,
+	LATCFS_STAT_PREEMPT_DEFER,
+	LATCFS_STAT_PREEMPT_LATE,
 	/*
 	 * Slice ends between ticks (slice.bpf.h): slice timers armed and
 	 * fired, and fires that ended a slice while tasks waited.

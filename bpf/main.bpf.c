@@ -14,7 +14,9 @@
  *
  * A waking task that finds no idle CPU preempts a running task whose key it
  * beats by wakeup_gran_ns, if it would be served next anyway
- * (preempt.bpf.h): sched_ext only notices a slice end at a tick.
+ * (preempt.bpf.h): sched_ext only notices a slice end at a tick. The
+ * running task is protected for wakeup_gran_ns from its slice start (less
+ * a negative wakee's latency offset); a timer preempts it when that ends.
  *
  * No task waits longer than max_wait_ns, whatever the weights
  * (bound.bpf.h), and no CPU idles while a task it may run waits
@@ -40,7 +42,9 @@
  *   runnable (bound the sleeper credit, restart its time awake)
  *      │
  *   enqueue ──> waking, first in line, and ahead of a running task?
- *      │             └─ yes: preempt it (its local DSQ, SCX_ENQ_PREEMPT)
+ *      │             └─ yes: preempt it (its local DSQ, SCX_ENQ_PREEMPT),
+ *      │                 or, while it is protected, queue (below) and
+ *      │                 arm a timer that preempts it when that ends
  *      ├──> latency-sensitive: latency DSQ (key + offset)
  *      └──> otherwise:         shared DSQ (key)
  *                 then wake an idle CPU it may use, if any
@@ -456,6 +460,7 @@ s32 BPF_STRUCT_OPS_SLEEPABLE(latcfs_init)
 	ret = ret ?: scx_bpf_create_dsq(LATCFS_LAT_DSQ, -1);
 	test_error_at = scx_bpf_now() + test_error_after_ns;
 	ret = ret ?: slice_init();
+	ret = ret ?: preempt_init();
 	return ret ?: idle_init();
 }
 

@@ -53,6 +53,13 @@ struct cpu_ctx {
 	 */
 	u64	slice_end;
 	u64	timer_at;
+	/*
+	 * A deferred wakeup preemption of the running task (preempt.bpf.h):
+	 * when its timer fires (0: not armed), and the curr_started_at of the
+	 * slice it is for
+	 */
+	u64	defer_at;
+	u64	defer_slice;
 	/* tasks the current DSQ walk has visited */
 	u32	scan_seen;
 };

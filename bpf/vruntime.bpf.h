@@ -292,7 +292,7 @@ static __always_inline u64 vtime_uncharged(struct task_struct *p, struct task_ct
 /* awake_vt after @w more weighted ns of running: at most a slice. */
 static __always_inline u64 vtime_awake_after(struct task_ctx *tctx, u64 w)
 {
-	return w >= slice_ns || tctx->awake_vt + w > slice_ns ? slice_ns : tctx->awake_vt + w;
+	return awake_after(tctx->awake_vt, w, slice_ns);
 }
 
 /*

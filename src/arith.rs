@@ -14,6 +14,8 @@ mod tests {
         fn latcfs_vt_saved_lag(v: u64, r: u64, lag: u64, lead: u64) -> i64;
         fn latcfs_hw_step(hw: u64, w: u64, sum: i64) -> u64;
         fn latcfs_vt_before(a: u64, b: u64) -> i32;
+        fn latcfs_awake_after(awake: u64, w: u64, cap: u64) -> u64;
+        fn latcfs_preempt_protect(gran: u64, lat_off: i64) -> u64;
     }
 
     const SAT: u64 = 1 << 62;
@@ -157,6 +159,36 @@ mod tests {
                 hw = latcfs_hw_step(hw, 100, 200);
             }
             assert_eq!(hw, 1);
+        }
+    }
+
+    #[test]
+    fn awake_time_is_capped_without_wrapping() {
+        unsafe {
+            assert_eq!(latcfs_awake_after(0, 0, 3_000_000), 0);
+            assert_eq!(latcfs_awake_after(1_000, 2_000, 3_000_000), 3_000);
+            assert_eq!(
+                latcfs_awake_after(2_000_000, 2_000_000, 3_000_000),
+                3_000_000
+            );
+            // a sum that would wrap still caps
+            assert_eq!(latcfs_awake_after(u64::MAX, 5, 3_000_000), 3_000_000);
+            assert_eq!(latcfs_awake_after(5, u64::MAX, 3_000_000), 3_000_000);
+        }
+    }
+
+    #[test]
+    fn preemption_protection_shrinks_with_latency_offset() {
+        let gran = 1_000_000;
+        unsafe {
+            // latency nice 0 and positive offsets wait out the granularity
+            assert_eq!(latcfs_preempt_protect(gran, 0), gran);
+            assert_eq!(latcfs_preempt_protect(gran, 5_700_000), gran);
+            // a negative offset buys it down, to 0 and no further
+            assert_eq!(latcfs_preempt_protect(gran, -300_000), 700_000);
+            assert_eq!(latcfs_preempt_protect(gran, -6_000_000), 0);
+            assert_eq!(latcfs_preempt_protect(gran, i64::MIN), 0);
+            assert_eq!(latcfs_preempt_protect(0, -1), 0);
         }
     }
 }

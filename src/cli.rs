@@ -128,9 +128,11 @@ pub struct Opts {
     pub latency_us: u64,
 
     /// Wakeup granularity, in microseconds of weighted runtime: how far a
-    /// waking task's key must beat a running task's to preempt it, and a
-    /// latency-sensitive task's key the fair head's to be served first.
-    /// Range 0-100000.
+    /// waking task's key must beat a running task's to preempt it, how long
+    /// a running task is protected from a latency nice 0 wakee after its
+    /// slice starts (less a negative wakee's latency offset), and how far a
+    /// latency-sensitive task's key must beat the fair head's to be served
+    /// first. Range 0-100000.
     #[arg(long, value_name = "US", default_value_t = 1000,
           value_parser = clap::value_parser!(u64).range(0..=100_000))]
     pub wakeup_gran_us: u64,

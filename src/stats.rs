@@ -56,6 +56,8 @@ pub const NAMES: [&str; bpf_intf::latcfs_stat_LATCFS_NR_STATS as usize] = [
     "cpu_release",
     "preempt",
     "preempt_other",
+    "preempt_defer",
+    "preempt_late",
     "slice_timer_arm",
     "slice_timer_fire",
     "slice_cut",
@@ -186,6 +188,14 @@ pub struct LatcfsStats {
     pub preempt: u64,
     #[stat(desc = "of those, the ones whose victim ran on another CPU than the task's own")]
     pub preempt_other: u64,
+    #[stat(
+        desc = "wakeups that won but found the running task protected: a timer preempts it when its protection ends"
+    )]
+    pub preempt_defer: u64,
+    #[stat(
+        desc = "of those timers, the ones that preempted (the same slice still ran and tasks waited)"
+    )]
+    pub preempt_late: u64,
     #[stat(desc = "slice timers armed, for a running task's slice end while tasks wait")]
     pub slice_timer_arm: u64,
     #[stat(desc = "slice timers fired")]

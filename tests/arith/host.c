@@ -12,3 +12,5 @@ u64 latcfs_vt_advance(u64 ref, u64 cand) { return vt_advance(ref, cand); }
 s64 latcfs_vt_saved_lag(u64 v, u64 ref, u64 lag, u64 lead) { return vt_saved_lag(v, ref, lag, lead); }
 u64 latcfs_hw_step(u64 hw, u64 w, s64 sum) { return hw_step(hw, w, sum); }
 int latcfs_vt_before(u64 a, u64 b) { return vt_before(a, b); }
+u64 latcfs_awake_after(u64 awake, u64 w, u64 cap) { return awake_after(awake, w, cap); }
+u64 latcfs_preempt_protect(u64 gran, s64 lat_off) { return preempt_protect(gran, lat_off); }
