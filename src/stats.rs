@@ -276,14 +276,19 @@ pub fn describe(w: &mut impl Write) -> Result<()> {
 /// What the server answers once the scheduler has begun to exit.
 const STOPPING: &str = "the scheduler is exiting";
 
+/// Ask the run loop for its counters. Its end of the channels goes away
+/// when the scheduler exits, which can happen while a client connects as
+/// well as while it reads, so both answer `STOPPING`.
+fn sample(req: &Sender<()>, res: &Receiver<Counters>) -> Result<Counters> {
+    req.send(()).map_err(|_| anyhow!("{STOPPING}"))?;
+    res.recv().map_err(|_| anyhow!("{STOPPING}"))
+}
+
 fn server_data() -> StatsServerData<(), Counters> {
     let open: Box<dyn StatsOpener<(), Counters>> = Box::new(|(req, res)| {
-        req.send(())?;
-        let mut prev = res.recv()?;
+        let mut prev = sample(req, res)?;
         let read: Box<dyn StatsReader<(), Counters>> = Box::new(move |_args, (req, res)| {
-            // The run loop's end goes away when the scheduler exits.
-            req.send(()).map_err(|_| anyhow!("{STOPPING}"))?;
-            let now = res.recv().map_err(|_| anyhow!("{STOPPING}"))?;
+            let now = sample(req, res)?;
             let delta = now.since(&prev);
             prev = now;
             LatcfsStats::from_counters(&delta)?.to_json()
@@ -537,6 +542,24 @@ mod tests {
         }
         let other = request_error(anyhow!("expected value at line 1"), "reading");
         assert_eq!(format!("{other:#}"), "reading: expected value at line 1");
+    }
+
+    #[test]
+    fn a_run_loop_gone_before_or_after_connect_reads_as_stopping() {
+        // The run loop gone: its ends of both channels dropped.
+        let (req, _) = crossbeam::channel::unbounded::<()>();
+        let (_, res) = crossbeam::channel::unbounded::<Counters>();
+        let e = sample(&req, &res).unwrap_err();
+        assert_eq!(e.to_string(), STOPPING);
+        // Only the answer lost: the request went, the loop exited after.
+        let (req, _keep) = crossbeam::channel::unbounded::<()>();
+        let e = sample(&req, &res).unwrap_err();
+        assert_eq!(e.to_string(), STOPPING);
+        let wrapped = e.context(scx_stats::StatsErrno(22));
+        assert_eq!(
+            request_error(wrapped, "reading").to_string(),
+            INSTANCE_STOPPED
+        );
     }
 
     #[test]
