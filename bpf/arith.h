@@ -187,4 +187,19 @@ static inline u64 preempt_protect(u64 gran, s64 lat_off)
 	return cut >= gran ? 0 : gran - cut;
 }
 
+/*
+ * What a task preempted at @now for a wakee resumes with (preempt.bpf.h):
+ * the rest of its slice, which ends at @slice_end, but at least the larger
+ * of @gran and @floor. A slice end already past (the tick or timer had not
+ * yet ended it) counts as nothing left.
+ */
+static inline u64 preempt_resume_slice(u64 slice_end, u64 now, u64 gran, u64 floor)
+{
+	u64 least = gran > floor ? gran : floor;
+
+	if (vt_before(now, slice_end) && slice_end - now > least)
+		return slice_end - now;
+	return least;
+}
+
 #endif /* __LATCFS_ARITH_H */

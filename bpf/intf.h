@@ -104,6 +104,12 @@ struct task_ctx {
 	/* vtime - reference when it left sched_ext, restored when it returns */
 	long long		saved_lag;
 	_Bool			has_saved_lag;
+	/*
+	 * The rest of its slice, when a wakeup preempted it: it goes back to
+	 * its CPU's local DSQ, behind the wakee, instead of into the queue
+	 * (preempt.bpf.h); 0 otherwise.
+	 */
+	unsigned long long	resume_slice;
 };
 
 /*
@@ -177,13 +183,16 @@ enum latcfs_stat {
 	LATCFS_STAT_CPU_RELEASE,
 	/*
 	 * Wakeup preemption (preempt.bpf.h): wakeups that preempted a running
-	 * task, and those of them whose victim was not the task's own CPU;
-	 * wakeups that won but found the running task protected, so that a
-	 * timer preempts it at the protection's end, and those timers' kicks
-	 * (the victim still ran that slice and tasks still waited).
+	 * task, and those of them whose victim ran on another CPU than the
+	 * one the wakeup ran on (an IPI); preempted tasks that resumed on
+	 * their CPU after the wakee, with the rest of their slice; wakeups
+	 * that won but found the running task protected, so that a timer
+	 * preempts it at the protection's end, and those timers' kicks (the
+	 * victim still ran that slice and tasks still waited).
 	 */
 	LATCFS_STAT_PREEMPT,
-	LATCFS_STAT_PREEMPT_OTHER,
+	LATCFS_STAT_PREEMPT_REMOTE,
+	LATCFS_STAT_PREEMPT_RESUME,
 	LATCFS_STAT_PREEMPT_DEFER,
 	LATCFS_STAT_PREEMPT_LATE,
 	/*

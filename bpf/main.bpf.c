@@ -17,6 +17,9 @@
  * (preempt.bpf.h): sched_ext only notices a slice end at a tick. The
  * running task is protected for wakeup_gran_ns from its slice start (less
  * a negative wakee's latency offset); a timer preempts it when that ends.
+ * The victim is preferably the task on the waking CPU (no IPI; in a
+ * handoff, the waker), and it goes on after the wakee with the rest of
+ * its slice rather than back into the queue.
  *
  * No task waits longer than max_wait_ns, whatever the weights
  * (bound.bpf.h), and no CPU idles while a task it may run waits
@@ -56,7 +59,10 @@
  *      │ prev still runnable and still first in line (or nothing else may
  *      │ run here): prev keeps its CPU with a fresh slice
  *      v
- *   running (note the start time) ──> stopping (charge weighted vtime)
+ *   running (note the start time) ──> stopping (charge weighted vtime;
+ *                                      preempted by a wakee: back to its
+ *                                      CPU's local DSQ, behind the wakee,
+ *                                      with the rest of its slice)
  *
  * Correctness under the sched_ext rules is left to the core where it is
  * already right: tasks with restricted affinity sit in a DSQ until a CPU they
@@ -134,6 +140,9 @@ void BPF_STRUCT_OPS(latcfs_enqueue, struct task_struct *p, u64 enq_flags)
 		scx_bpf_dsq_insert_vtime(p, LATCFS_SHARED_DSQ, slice, p->scx.dsq_vtime, enq_flags);
 		goto queued;
 	}
+	/* preempted by a wakeup: it goes on after the wakee (preempt.bpf.h) */
+	if (preempt_resume(p, tctx, enq_flags))
+		return;
 	bound_queued(tctx);
 	/* a requeue (renice, affinity, cgroup move, cpu_release) comes biased */
 	key_unbias(p, tctx);
@@ -303,6 +312,7 @@ void BPF_STRUCT_OPS(latcfs_running, struct task_struct *p)
 		return;
 	key_unbias(p, tctx);
 	bound_started(tctx);
+	preempt_forget(tctx);
 	lat_refresh(p, tctx);
 	lat_uncount(tctx);
 	vtime_start(p, tctx);
@@ -313,8 +323,10 @@ void BPF_STRUCT_OPS(latcfs_stopping, struct task_struct *p, bool runnable)
 {
 	struct task_ctx *tctx = lookup_task_ctx(p);
 
-	if (tctx)
+	if (tctx) {
+		preempt_stopped(tctx, runnable);
 		vtime_stop(p, tctx);
+	}
 	slice_stopped();
 }
 
@@ -355,6 +367,7 @@ void BPF_STRUCT_OPS(latcfs_disable, struct task_struct *p)
 	key_unbias(p, tctx);
 	vtime_save(p, tctx);
 	bound_started(tctx);
+	preempt_forget(tctx);
 	/* Off to another sched class: its cgroup no longer counts it. */
 	tctx->cg_saved = false;
 	cg_uncount(tctx);

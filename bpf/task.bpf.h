@@ -6,10 +6,12 @@
  * it) lives in BPF task storage: created in ops.init_task() for every task,
  * freed with the task.
  *
- * struct cpu_ctx is per CPU and written only by its own CPU (by the ops
- * that run there); other CPUs only read it: the vtime reference reads every
- * CPU's current vtime (vruntime.bpf.h), and wakeup preemption reads the
- * candidate victims' (preempt.bpf.h). Those reads do pull its cache line across.
+ * struct cpu_ctx is per CPU and written by its own CPU (by the ops that
+ * run there), with one exception: a wakeup that preempts this CPU's task,
+ * now or by timer, notes that in the defer_ and resume_ fields from the
+ * CPU it runs on (preempt.bpf.h). Other CPUs read it: the vtime reference
+ * reads every CPU's current vtime (vruntime.bpf.h), and wakeup preemption
+ * reads the candidate victims'. Those accesses do pull its cache line across.
  */
 #ifndef __LATCFS_TASK_BPF_H
 #define __LATCFS_TASK_BPF_H
@@ -60,6 +62,13 @@ struct cpu_ctx {
 	 */
 	u64	defer_at;
 	u64	defer_slice;
+	/*
+	 * The running task was preempted for a wakee (preempt.bpf.h): the
+	 * curr_started_at of the run that was preempted (0: none) and the
+	 * rest of its slice, for its resumption
+	 */
+	u64	resume_run;
+	u64	resume_left;
 	/* tasks the current DSQ walk has visited */
 	u32	scan_seen;
 };

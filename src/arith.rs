@@ -16,6 +16,7 @@ mod tests {
         fn latcfs_vt_before(a: u64, b: u64) -> i32;
         fn latcfs_awake_after(awake: u64, w: u64, cap: u64) -> u64;
         fn latcfs_preempt_protect(gran: u64, lat_off: i64) -> u64;
+        fn latcfs_preempt_resume_slice(end: u64, now: u64, gran: u64, floor: u64) -> u64;
     }
 
     const SAT: u64 = 1 << 62;
@@ -189,6 +190,35 @@ mod tests {
             assert_eq!(latcfs_preempt_protect(gran, -6_000_000), 0);
             assert_eq!(latcfs_preempt_protect(gran, i64::MIN), 0);
             assert_eq!(latcfs_preempt_protect(0, -1), 0);
+        }
+    }
+
+    #[test]
+    fn a_preempted_task_resumes_with_the_rest_of_its_slice_or_a_floor() {
+        let (gran, floor) = (1_000_000, 200_000);
+        unsafe {
+            // the rest of the slice, when that is more than the floor
+            assert_eq!(
+                latcfs_preempt_resume_slice(10_000_000, 7_000_000, gran, floor),
+                3_000_000
+            );
+            // little or nothing left, or the end already past: the floor
+            assert_eq!(
+                latcfs_preempt_resume_slice(10_000_000, 9_900_000, gran, floor),
+                gran
+            );
+            assert_eq!(
+                latcfs_preempt_resume_slice(10_000_000, 12_000_000, gran, floor),
+                gran
+            );
+            assert_eq!(latcfs_preempt_resume_slice(0, 5, gran, floor), gran);
+            // a granularity of 0 still leaves the fixed floor
+            assert_eq!(latcfs_preempt_resume_slice(10, 20, 0, floor), floor);
+            // across the u64 wrap
+            assert_eq!(
+                latcfs_preempt_resume_slice(2_000_000, u64::MAX - 999_999, gran, floor),
+                3_000_000
+            );
         }
     }
 }

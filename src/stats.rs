@@ -55,7 +55,8 @@ pub const NAMES: [&str; bpf_intf::latcfs_stat_LATCFS_NR_STATS as usize] = [
     "idle_kick",
     "cpu_release",
     "preempt",
-    "preempt_other",
+    "preempt_remote",
+    "preempt_resume",
     "preempt_defer",
     "preempt_late",
     "slice_timer_arm",
@@ -68,8 +69,15 @@ pub const NAMES: [&str; bpf_intf::latcfs_stat_LATCFS_NR_STATS as usize] = [
 const GAUGES: [usize; 1] = [bpf_intf::latcfs_stat_LATCFS_STAT_CG_ACTIVE as usize];
 
 /// A snapshot of every counter, summed over CPUs.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Counters(pub [u64; NAMES.len()]);
+
+// Arrays longer than 32 have no derived Default.
+impl Default for Counters {
+    fn default() -> Self {
+        Counters([0; NAMES.len()])
+    }
+}
 
 impl Counters {
     /// What happened between `earlier` and `self` (gauges: `self`'s value).
@@ -186,8 +194,12 @@ pub struct LatcfsStats {
     pub cpu_release: u64,
     #[stat(desc = "wakeups that preempted a running task")]
     pub preempt: u64,
-    #[stat(desc = "of those, the ones whose victim ran on another CPU than the task's own")]
-    pub preempt_other: u64,
+    #[stat(desc = "of those, the ones whose victim ran on another CPU than the wakeup (an IPI)")]
+    pub preempt_remote: u64,
+    #[stat(
+        desc = "preempted tasks that went on after the wakee on their CPU, with the rest of their slice"
+    )]
+    pub preempt_resume: u64,
     #[stat(
         desc = "wakeups that won but found the running task protected: a timer preempts it when its protection ends"
     )]

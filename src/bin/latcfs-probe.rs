@@ -17,6 +17,12 @@
 //!   latcfs-probe pingpong SECS         two threads pass a byte back and forth
 //!                                      over a pair of pipes for SECS (as perf
 //!                                      bench sched pipe) and report the rate
+//!   latcfs-probe handoff SECS RUN_US   spin RUN_US of CPU time, then hand a
+//!                                      byte to a partner thread and wait for
+//!                                      its answer, for SECS; report how long
+//!                                      each answer took (the partner answers
+//!                                      at once, so what it measures is how
+//!                                      soon each side gets a CPU)
 //!
 //! Results go to stdout as one line of key=value pairs, times in µs.
 
@@ -224,11 +230,47 @@ fn pingpong(secs: f64) -> std::io::Result<String> {
     ))
 }
 
+/// A schbench worker and its message thread in miniature: this thread works
+/// for @run of CPU time, then wakes the partner with a byte and waits for
+/// its answer. The partner wakes while this thread still runs (on its way
+/// to block), so a scheduler that preempts for it must let this thread go
+/// on afterwards for the answer to arrive soon.
+fn handoff(secs: f64, run: Duration) -> std::io::Result<String> {
+    use std::io::{Read, Write};
+    let (mut a_rx, mut a_tx) = pipe()?;
+    let (mut b_rx, mut b_tx) = pipe()?;
+    let partner = std::thread::spawn(move || {
+        let mut byte = [0u8];
+        while a_rx.read_exact(&mut byte).is_ok() && b_tx.write_all(&byte).is_ok() {}
+    });
+    let end = Instant::now() + Duration::from_secs_f64(secs);
+    let mut lat = Vec::new();
+    let mut byte = [0u8];
+    while Instant::now() < end {
+        let until = thread_cpu_time() + run;
+        while thread_cpu_time() < until {}
+        let t0 = Instant::now();
+        a_tx.write_all(&byte)?;
+        b_rx.read_exact(&mut byte)?;
+        lat.push(t0.elapsed().as_micros() as u64);
+    }
+    drop(a_tx);
+    let _ = partner.join();
+    lat.sort_unstable();
+    Ok(format!(
+        "samples={} p50_us={} p90_us={} max_us={}",
+        lat.len(),
+        percentile(&lat, 50.0),
+        percentile(&lat, 90.0),
+        lat.last().copied().unwrap_or(0)
+    ))
+}
+
 fn usage() -> ExitCode {
     eprintln!(
         "usage: latcfs-probe wake SECS PERIOD_US | latcfs-probe spin SECS [SLICE_US] | \
          latcfs-probe burst SECS RUN_US SLEEP_US | latcfs-probe flip SECS PERIOD_US | \
-         latcfs-probe pingpong SECS"
+         latcfs-probe pingpong SECS | latcfs-probe handoff SECS RUN_US"
     );
     ExitCode::from(2)
 }
@@ -275,6 +317,15 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         },
+        (Some("handoff"), Some(secs), Some(us)) => {
+            match handoff(secs, Duration::from_secs_f64(us / 1e6)) {
+                Ok(line) => line,
+                Err(e) => {
+                    eprintln!("latcfs-probe: handoff: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
         _ => return usage(),
     };
     println!("{line}");

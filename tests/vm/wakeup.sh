@@ -8,7 +8,9 @@
 #    each other: a running task is protected for --wakeup-gran-us;
 #  - while tasks wait, a slice ends between ticks, on time (slice timer),
 #    and timer arms stay within a factor of 2 of fires;
-#  - a task's sched_runtime (sched_setattr) is its slice.
+#  - a task's sched_runtime (sched_setattr) is its slice;
+#  - a task preempted by the task it woke goes on right after it, not
+#    behind the queue (a handoff completes without waiting out a slice).
 # The fairness invariants stay in foundation.sh, cgroup.sh and stall.sh.
 #
 # Run as root on a sched_ext kernel with 2 or more CPUs, HZ=250 (the tick
@@ -131,9 +133,36 @@ test_sched_runtime() {
 	[ "$gdfl" -ge 12000 ] || fail "the default hog's median wait is $gdfl us: the 20 ms sched_runtime was not its neighbour's slice"
 }
 
+test_preempted_waker_resumes() {
+	# A worker spins 5 ms, hands a byte to its partner and waits for the
+	# answer, as schbench's workers do with their message thread; a hog
+	# at latency nice -20, always first in the queue, shares CPU 1. The
+	# partner preempts the worker while it is still on its way to block.
+	# Back in the queue, the worker would wait out the hog's slice (3 ms)
+	# before it reads the answer; resumed behind the partner, it reads it
+	# as soon as the partner has written it.
+	ln -sf "$(realpath "$PROBE")" "$WORK/lathog"
+	start_sched --stats 1 --latency-nice comm:lathog=-20 || return 1
+	taskset -c 1 "$WORK/lathog" spin $SECS > /dev/null 2>&1 &
+	local hog=$!
+	sleep 0.5
+	taskset -c 1 "$PROBE" handoff $((SECS - 2)) 5000 > "$WORK/handoff.out" 2>&1
+	wait $hog
+	sleep 1.2
+	local p50 n pre res
+	p50=$(field p50_us "$WORK/handoff.out") n=$(field samples "$WORK/handoff.out")
+	pre=$(counter preempt) res=$(counter preempt_resume)
+	stop_sched INT
+	echo "  handoff beside a -20 hog: answer p50 ${p50:-?} us over ${n:-?} rounds; preempt=$pre preempt_resume=$res"
+	[ -n "$p50" ] || { fail "the worker reported nothing: $(cat "$WORK/handoff.out")"; return 1; }
+	[ "$res" -gt 0 ] || { fail "no preempted task resumed"; return 1; }
+	[ "$p50" -lt 1500 ] || fail "answer p50 $p50 us: the preempted worker waited behind the hog's slice"
+}
+
 run_test "a short sleeper preempts a hog of equal latency nice" test_sleeper_before_hog
 run_test "a waking latency nice -20 task preempts where 0 does not" test_lat_nice_preempts
 run_test "tasks that wake each other do not preempt each other" test_mutual_wakers_protected
 run_test "while tasks wait, slices end between ticks" test_slice_between_ticks
 run_test "sched_runtime sets a task's slice" test_sched_runtime
+run_test "a task preempted by the task it woke goes on after it" test_preempted_waker_resumes
 finish
