@@ -27,7 +27,7 @@ static __always_inline s64 dump_rel_us(u64 vtime)
 
 static void dump_dsq(const char *name, u64 dsq_id, u64 now)
 {
-	struct task_struct *head = __COMPAT_scx_bpf_dsq_peek(dsq_id);
+	struct task_struct *head = dsq_head(dsq_id);
 
 	if (!head) {
 		scx_bpf_dump("latcfs: %s dsq: %d queued\n", name, scx_bpf_dsq_nr_queued(dsq_id));

@@ -246,10 +246,10 @@ static bool consume_lat_or_fair(void)
 	struct task_struct *lat, *fair;
 	u64 now;
 
-	lat = __COMPAT_scx_bpf_dsq_peek(LATCFS_LAT_DSQ);
+	lat = dsq_head(LATCFS_LAT_DSQ);
 	if (!lat)
 		return consume_fair();
-	fair = __COMPAT_scx_bpf_dsq_peek(LATCFS_SHARED_DSQ);
+	fair = dsq_head(LATCFS_SHARED_DSQ);
 	if (!fair) {
 		fair_bypassed_at = 0;
 		return consume_latency() || consume_fair();

@@ -232,11 +232,11 @@ static bool wakeup_preempt(struct task_struct *p, struct task_ctx *tctx, u64 qke
 	enum preempt_verdict v;
 	u64 now, key, protect, at = 0, at2 = 0;
 
-	head = __COMPAT_scx_bpf_dsq_peek(LATCFS_SHARED_DSQ);
+	head = dsq_head(LATCFS_SHARED_DSQ);
 	if (head && time_before(head->scx.dsq_vtime, qkey))
 		return false;
 	if (nr_lat_tasks) {
-		head = __COMPAT_scx_bpf_dsq_peek(LATCFS_LAT_DSQ);
+		head = dsq_head(LATCFS_LAT_DSQ);
 		if (head && time_before(head->scx.dsq_vtime, qkey))
 			return false;
 	}

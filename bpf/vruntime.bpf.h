@@ -147,6 +147,18 @@ static __always_inline s64 vtime_lat_offset(struct task_struct *p, struct task_c
 	return -(s64)vtime_in_group(p, tctx, -tctx->lat_offset);
 }
 
+/*
+ * The first task of DSQ @dsq_id, or NULL. Before Linux 7.1 the compat peek
+ * is an iterator walk that takes the DSQ's lock; the count read first
+ * spares that when the DSQ is empty, the common case while CPUs keep up.
+ */
+static __always_inline struct task_struct *dsq_head(u64 dsq_id)
+{
+	if (!scx_bpf_dsq_nr_queued(dsq_id))
+		return NULL;
+	return __COMPAT_scx_bpf_dsq_peek(dsq_id);
+}
+
 /* The vtime of a task waiting in a DSQ, without its key bias. */
 static __always_inline u64 vtime_of_queued(struct task_struct *p)
 {
@@ -200,13 +212,13 @@ static void vtime_update_ref(u64 cand)
 
 	if (!vt_before(ref, cand))
 		return;
-	head = __COMPAT_scx_bpf_dsq_peek(LATCFS_SHARED_DSQ);
+	head = dsq_head(LATCFS_SHARED_DSQ);
 	if (head) {
 		waiting = true;
 		if (vt_before(head->scx.dsq_vtime, cand))
 			cand = head->scx.dsq_vtime;
 	}
-	head = __COMPAT_scx_bpf_dsq_peek(LATCFS_LAT_DSQ);
+	head = dsq_head(LATCFS_LAT_DSQ);
 	if (head) {
 		waiting = true;
 		if (vt_before(vtime_of_queued(head), cand))
