@@ -171,6 +171,20 @@ static inline u64 awake_after(u64 awake, u64 w, u64 cap)
 }
 
 /*
+ * A waking task's sleeper credit (vruntime.bpf.h): @credit scaled by
+ * @n / (@n + @q), for @q tasks waiting for @n CPUs; all of it while none
+ * wait, a half with one waiting per CPU.
+ */
+static inline u64 credit_share(u64 credit, u64 n, u64 q)
+{
+	if (!q)
+		return credit;
+	if (!n)
+		n = 1;
+	return vt_mul_div(credit, n, n + q < n ? ~0ULL : n + q);
+}
+
+/*
  * How long a running task is protected from wakeup preemption
  * (preempt.bpf.h), in weighted ns since its slice began: @gran, less what a
  * negative latency offset @lat_off of the wakee buys, never below 0. A

@@ -16,6 +16,7 @@ mod tests {
         fn latcfs_vt_before(a: u64, b: u64) -> i32;
         fn latcfs_awake_after(awake: u64, w: u64, cap: u64) -> u64;
         fn latcfs_preempt_protect(gran: u64, lat_off: i64) -> u64;
+        fn latcfs_credit_share(credit: u64, n: u64, q: u64) -> u64;
         fn latcfs_preempt_resume_slice(end: u64, now: u64, gran: u64, floor: u64) -> u64;
     }
 
@@ -219,6 +220,22 @@ mod tests {
                 latcfs_preempt_resume_slice(2_000_000, u64::MAX - 999_999, gran, floor),
                 3_000_000
             );
+        }
+    }
+
+    #[test]
+    fn sleeper_credit_shrinks_with_the_queue() {
+        let c = 3_000_000;
+        unsafe {
+            assert_eq!(latcfs_credit_share(c, 2, 0), c);
+            assert_eq!(latcfs_credit_share(c, 2, 2), c / 2);
+            assert_eq!(latcfs_credit_share(c, 2, 78), c / 40);
+            assert_eq!(latcfs_credit_share(0, 2, 5), 0);
+            // no CPU count counts as one; a huge queue leaves nearly nothing
+            assert_eq!(latcfs_credit_share(c, 0, 1), c / 2);
+            assert_eq!(latcfs_credit_share(c, 1024, u64::MAX), 0);
+            // a credit past 2^32 does not overflow the product
+            assert_eq!(latcfs_credit_share(1 << 40, 3, 1), 3 << 38);
         }
     }
 }

@@ -105,7 +105,8 @@ pub struct Opts {
     /// task starts at most this far behind the queue's current vruntime, so
     /// a long sleeper cannot monopolise a CPU when it wakes; for a task in a
     /// cgroup, this much of its time within the cgroup (up to 100 ms of the
-    /// queue's). 0 gives no credit at all. Range 0-1000000.
+    /// queue's). It shrinks while tasks wait: n/(n+q) of it with q tasks
+    /// queued for n CPUs. 0 gives no credit at all. Range 0-1000000.
     #[arg(long, value_name = "US", default_value_t = 3000,
           value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub slice_lag_us: u64,
@@ -130,7 +131,8 @@ pub struct Opts {
     /// Wakeup granularity, in microseconds of weighted runtime: how far a
     /// waking task's key must beat a running task's to preempt it, how long
     /// a running task is protected from a latency nice 0 wakee after its
-    /// slice starts (less a negative wakee's latency offset), and how far a
+    /// slice starts (less a negative wakee's latency offset), the least a
+    /// preempted task resumes with after the wakee, and how far a
     /// latency-sensitive task's key must beat the fair head's to be served
     /// first. Range 0-100000.
     #[arg(long, value_name = "US", default_value_t = 1000,

@@ -10,7 +10,9 @@
 #    and timer arms stay within a factor of 2 of fires;
 #  - a task's sched_runtime (sched_setattr) is its slice;
 #  - a task preempted by the task it woke goes on right after it, not
-#    behind the queue (a handoff completes without waiting out a slice).
+#    behind the queue (a handoff completes without waiting out a slice);
+#  - while many tasks wait, wakees do not overtake them all: hackbench
+#    switches tasks about as often as under EEVDF, not 2 to 3 times as often.
 # The fairness invariants stay in foundation.sh, cgroup.sh and stall.sh.
 #
 # Run as root on a sched_ext kernel with 2 or more CPUs, HZ=250 (the tick
@@ -159,10 +161,35 @@ test_preempted_waker_resumes() {
 	[ "$p50" -lt 1500 ] || fail "answer p50 $p50 us: the preempted worker waited behind the hog's slice"
 }
 
+# ctxt_during CMD...: context switches on the machine while CMD runs.
+ctxt_during() {
+	local c0 c1
+	c0=$(awk '/^ctxt/ {print $2}' /proc/stat)
+	"$@" > /dev/null 2>&1 || return 1
+	c1=$(awk '/^ctxt/ {print $2}' /proc/stat)
+	echo $((c1 - c0))
+}
+
+test_deep_queue_keeps_order() {
+	# hackbench's 160 tasks on 2 CPUs: each wakee has a message or two to
+	# read. With the full sleeper credit every wakee went to the front of
+	# the queue, ahead of the tasks with much to do, and the machine
+	# switched tasks 2 to 3 times as often as under EEVDF (and ran up to
+	# 1.5 times slower); the credit now shrinks with the queue.
+	local eevdf ours
+	eevdf=$(ctxt_during hackbench -g 4 -l 100) || { fail "hackbench failed under EEVDF"; return 1; }
+	start_sched --stats 1 || return 1
+	ours=$(ctxt_during hackbench -g 4 -l 100) || { fail "hackbench failed"; return 1; }
+	stop_sched INT
+	echo "  hackbench -g 4 -l 100: $eevdf context switches under EEVDF, $ours under scx_latcfs"
+	[ "$ours" -le $((eevdf * 16 / 10)) ] || fail "$ours context switches, more than 1.6 times EEVDF's $eevdf"
+}
+
 run_test "a short sleeper preempts a hog of equal latency nice" test_sleeper_before_hog
 run_test "a waking latency nice -20 task preempts where 0 does not" test_lat_nice_preempts
 run_test "tasks that wake each other do not preempt each other" test_mutual_wakers_protected
 run_test "while tasks wait, slices end between ticks" test_slice_between_ticks
 run_test "sched_runtime sets a task's slice" test_sched_runtime
 run_test "a task preempted by the task it woke goes on after it" test_preempted_waker_resumes
+run_test "wakees do not overtake a deep queue" test_deep_queue_keeps_order
 finish
