@@ -106,6 +106,21 @@ static __always_inline bool claim(struct task_struct *p, s32 cpu)
 }
 
 /*
+ * Claim an idle CPU of @mask, a whole idle core first on SMT machines
+ * (without SMT every idle CPU is one, and the core pass is skipped).
+ */
+static __always_inline s32 pick_idle_in(const struct cpumask *mask)
+{
+	s32 cpu = -1;
+
+	if (smt_enabled)
+		cpu = scx_bpf_pick_idle_cpu(mask, SCX_PICK_IDLE_CORE);
+	if (cpu < 0)
+		cpu = scx_bpf_pick_idle_cpu(mask, 0);
+	return cpu;
+}
+
+/*
  * Find and claim an idle CPU for waking @p; -1 if there is none. Counts
  * which step succeeded.
  */
@@ -114,6 +129,7 @@ static s32 pick_idle_cpu(struct task_struct *p, s32 prev, u64 wake_flags)
 	const struct cpumask *span;
 	struct task_ctx *tctx;
 	s32 target = prev, recent = -1, waker, cpu;
+	bool everywhere;
 
 	stat_inc(LATCFS_STAT_SIS_SEARCH);
 
@@ -148,24 +164,27 @@ static s32 pick_idle_cpu(struct task_struct *p, s32 prev, u64 wake_flags)
 		stat_inc(LATCFS_STAT_SIS_RECENT_MISS);
 	}
 
-	/* The LLC's span may be used as is only by tasks allowed everywhere. */
+	/*
+	 * The LLC's span may be used as is only by tasks allowed everywhere;
+	 * on a machine of one LLC, that scan is the last one they need.
+	 */
+	everywhere = p->nr_cpus_allowed >= scx_bpf_nr_cpu_ids();
 	span = llc_span(target);
-	if (span && p->nr_cpus_allowed >= scx_bpf_nr_cpu_ids()) {
-		cpu = scx_bpf_pick_idle_cpu(span, SCX_PICK_IDLE_CORE);
-		if (cpu < 0)
-			cpu = scx_bpf_pick_idle_cpu(span, 0);
+	if (span && everywhere) {
+		cpu = pick_idle_in(span);
 		if (cpu >= 0) {
 			stat_inc(LATCFS_STAT_SIS_LLC);
 			return cpu;
 		}
+		if (nr_llcs <= 1)
+			goto fail;
 	}
-	cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, SCX_PICK_IDLE_CORE);
-	if (cpu < 0)
-		cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
+	cpu = pick_idle_in(p->cpus_ptr);
 	if (cpu >= 0) {
 		stat_inc(LATCFS_STAT_SIS_ANY);
 		return cpu;
 	}
+fail:
 	stat_inc(LATCFS_STAT_SIS_FAIL);
 	return -1;
 }
