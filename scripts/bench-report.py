@@ -82,23 +82,29 @@ def schbench_tables(rows, scheds):
     for r in rows:
         if r["bench"] != "schbench":
             continue
-        if r["m"] not in ms:
-            ms.append(r["m"])
-        runs[(r["m"], r["sched"])].append(r["data"])
+        mt = (r["m"], r.get("t"))
+        if mt not in ms:
+            ms.append(mt)
+        runs[(mt, r["sched"])].append(r["data"])
     out = []
-    for m in ms:
-        out += ["", "schbench -m {} (foreground; stress-ng at 50% in the background), usec".format(m), ""]
+    for mt in ms:
+        out += ["", "schbench {} (foreground; stress-ng at 50% in the background), usec".format(mt_name(mt)), ""]
         out += ["| percentile | " + " | ".join(scheds) + " |", "|---" * (len(scheds) + 1) + "|"]
         for kind in ("wakeup", "request"):
             for p in PCTS:
                 key = "{}_latency_pct{}".format(kind, p)
-                base = med([d[key] for d in runs[(m, "eevdf")]])
+                base = med([d[key] for d in runs[(mt, "eevdf")]])
                 out.append("| {} {}th | ".format(kind, p) + " | ".join(
-                    cell([d[key] for d in runs[(m, s)]], base, fmt="{:.0f}") for s in scheds) + " |")
-        base = med([d["rps_pct50.0"] for d in runs[(m, "eevdf")]])
+                    cell([d[key] for d in runs[(mt, s)]], base, fmt="{:.0f}") for s in scheds) + " |")
+        base = med([d["rps_pct50.0"] for d in runs[(mt, "eevdf")]])
         out.append("| RPS p50 | " + " | ".join(
-            cell([d["rps_pct50.0"] for d in runs[(m, s)]], base, fmt="{:.0f}") for s in scheds) + " |")
+            cell([d["rps_pct50.0"] for d in runs[(mt, s)]], base, fmt="{:.0f}") for s in scheds) + " |")
     return out, runs, ms
+
+
+def mt_name(mt):
+    m, t = mt
+    return "-m {}".format(m) + (" -t {}".format(t) if t is not None else "")
 
 
 def bpf_table(rows, scheds):
@@ -131,36 +137,62 @@ def bpf_table(rows, scheds):
 
 
 def targets(hb, hb_keys, sb, sb_ms, avg, load):
+    """Issue 13's targets: each line says met or missed, with the ratio."""
     out = []
+
     def ratio(a, b):
         return a / b if a and b else None
-    # hackbench: default within 3% of EEVDF and not slower than bpfland
+
+    def verdict(ok):
+        return "met" if ok else "missed"
+
+    def fmt(r):
+        return "{:.2f}".format(r) if r is not None else "-"
+
     for k in hb_keys:
-        name = "{} -g {}".format(k[0], k[1])
         r = ratio(med(hb[(k, "latcfs")]), med(hb[(k, "eevdf")]))
-        line = "- hackbench {}: latcfs/eevdf = {}".format(name, "{:.2f}".format(r) if r else "-")
-        line += " (target <= 1.03: {})".format("met" if r and r <= 1.03 else "missed")
-        if hb.get((k, "scx_bpfland")):
-            rb = ratio(med(hb[(k, "latcfs")]), med(hb[(k, "scx_bpfland")]))
-            line += "; latcfs/bpfland = {:.2f} (target <= 1.00: {})".format(rb, "met" if rb <= 1.0 else "missed")
+        out.append("- hackbench {} -g {}: latcfs/eevdf = {} (target <= 1.00: {})".format(
+            k[0], k[1], fmt(r), verdict(r is not None and r <= 1.0)))
+    for k in hb_keys:
+        r = ratio(med(hb[(k, "latcfs-ln0")]), med(hb[(k, "latcfs")]))
+        if r is not None:
+            out.append("- hackbench {} -g {}: latency nice 0 rule / no rules = {} "
+                       "(target: the same, within 10%: {})".format(k[0], k[1], fmt(r), verdict(0.9 <= r <= 1.1)))
+
+    def sbm(mt, sched, key):
+        return med([d[key] for d in sb[(mt, sched)]])
+
+    p99, p50, rps = "wakeup_latency_pct99.0", "wakeup_latency_pct50.0", "rps_pct50.0"
+    for mt in sb_ms:
+        name = "schbench " + mt_name(mt)
+        e = sbm(mt, "eevdf", p99)
+        r = ratio(sbm(mt, "latcfs", p99), e)
+        line = "- {} wakeup p99: latcfs/eevdf = {} (target <= 0.50: {})".format(
+            name, fmt(r), verdict(r is not None and r <= 0.5))
+        b = sbm(mt, "scx_bpfland", p99)
+        if b:
+            rb = ratio(sbm(mt, "latcfs", p99), b)
+            line += "; latcfs/bpfland = {} (target <= 1.00: {})".format(fmt(rb), verdict(rb is not None and rb <= 1.0))
         out.append(line)
-    for m in sb_ms:
-        key = "wakeup_latency_pct99.0"
-        e = med([d[key] for d in sb[(m, "eevdf")]])
-        l20 = med([d[key] for d in sb[(m, "latcfs-ln-20")]])
-        d0 = med([d[key] for d in sb[(m, "latcfs")]])
-        if e and l20:
-            out.append("- schbench -m {} wakeup p99: eevdf/ln-20 = {:.1f}x (target >= 5x: {})".format(
-                m, e / l20, "met" if e / l20 >= 5 else "missed"))
-        if e and d0:
-            out.append("- schbench -m {} wakeup p99: latcfs/eevdf = {:.2f} (target <= 1.00: {})".format(
-                m, d0 / e, "met" if d0 <= e else "missed"))
+        r = ratio(sbm(mt, "latcfs-ln-20", p99), e)
+        out.append("- {} wakeup p99 at latency nice -20: /eevdf = {} (target <= 0.10: {})".format(
+            name, fmt(r), verdict(r is not None and r <= 0.1)))
+        for sched in ("latcfs", "latcfs-ln-20"):
+            r = ratio(sbm(mt, sched, p50), sbm(mt, "eevdf", p50))
+            out.append("- {} wakeup p50, {}: /eevdf = {} (target <= 1.00: {})".format(
+                name, sched, fmt(r), verdict(r is not None and r <= 1.0)))
+        r = ratio(sbm(mt, "latcfs", rps), sbm(mt, "eevdf", rps))
+        out.append("- {} RPS: latcfs/eevdf = {} (target >= 1.00: {})".format(
+            name, fmt(r), verdict(r is not None and r >= 1.0)))
+        r = ratio(sbm(mt, "latcfs-ln0", p99), sbm(mt, "latcfs", p99))
+        if r is not None:
+            out.append("- {} wakeup p99, latency nice 0 rule / no rules = {} "
+                       "(target: the same, within the spread of rounds)".format(name, fmt(r)))
     if avg.get("latcfs") and avg.get("scx_bpfland"):
-        out.append("- BPF ns per call: latcfs {:.0f}, bpfland {:.0f} (target: not above: {})".format(
-            avg["latcfs"], avg["scx_bpfland"], "met" if avg["latcfs"] <= avg["scx_bpfland"] else "missed"))
+        out.append("- BPF ns per call: latcfs {:.0f}, bpfland {:.0f}".format(avg["latcfs"], avg["scx_bpfland"]))
     if load.get("latcfs") and load.get("scx_bpfland"):
-        out.append("- load to attached: latcfs {:.0f} ms, bpfland {:.0f} ms (target: not above: {})".format(
-            load["latcfs"], load["scx_bpfland"], "met" if load["latcfs"] <= load["scx_bpfland"] else "missed"))
+        out.append("- load to attached: latcfs {:.0f} ms, bpfland {:.0f} ms".format(
+            load["latcfs"], load["scx_bpfland"]))
     return out
 
 
@@ -172,10 +204,10 @@ def charts(out, scheds, hb, hb_keys, sb, sb_ms):
     except ImportError:
         return ["(no charts: matplotlib is not installed)"]
     made = []
-    for m in sb_ms:
+    for mt in sb_ms:
         fig, ax = plt.subplots(figsize=(7, 4))
         for s in scheds:
-            ds = sb[(m, s)]
+            ds = sb[(mt, s)]
             if not ds:
                 continue
             ys = [med([d["wakeup_latency_pct" + p] for d in ds]) for p in PCTS]
@@ -184,13 +216,13 @@ def charts(out, scheds, hb, hb_keys, sb, sb_ms):
         ax.set_yscale("log")
         ax.set_xlabel("percentile")
         ax.set_ylabel("wakeup latency, usec")
-        ax.set_title("schbench -m {} with 50% background load".format(m))
+        ax.set_title("schbench {} with 50% background load".format(mt_name(mt)))
         ax.legend(fontsize=8)
-        name = "schbench-m{}.png".format(m)
+        name = "schbench-m{}{}.png".format(mt[0], "-t{}".format(mt[1]) if mt[1] is not None else "")
         fig.tight_layout()
         fig.savefig(os.path.join(out, name), dpi=100)
         plt.close(fig)
-        made.append("![schbench -m {}]({})".format(m, name))
+        made.append("![schbench {}]({})".format(mt_name(mt), name))
     fig, ax = plt.subplots(figsize=(9, 4))
     width = 0.8 / max(1, len(scheds))
     for i, s in enumerate(scheds):

@@ -9,16 +9,27 @@
 #   -o DIR     where results go (default bench-out/DATE)
 #
 # Schedulers: eevdf (the kernel's fair class: nothing attached), latcfs
-# (default flags), latcfs-ln-20 and latcfs-ln+19 (the foreground cgroup at
-# latency nice -20 / +19), and scx_bpfland and scx_lavd when found on PATH or
-# in ~/.cargo/bin (`cargo install scx_bpfland scx_lavd`).
+# (default flags), latcfs-ln0, latcfs-ln-20 and latcfs-ln+19 (a rule puts
+# the foreground cgroup at latency nice 0 / -20 / +19), and scx_bpfland and
+# scx_lavd when found on PATH or in ~/.cargo/bin
+# (`cargo install scx_bpfland scx_lavd`).
 # Workloads, all in a foreground cgroup:
 #   hackbench  process/thread x socket/pipe at nproc and 2*nproc groups;
-#   schbench   at 1 and 2 message threads, while stress-ng loads a background
-#              cgroup to 50% of every CPU (the thread's method); a real
-#              `schbench` on PATH is used instead of latcfs-schbench.
+#   schbench   -m 1 -t 1 (the foreground fits in the CPU the background
+#              leaves) and -m 2 -t 2 (it does not), and -m 4 -t 2 on 4 or
+#              more CPUs, while stress-ng loads a background cgroup to 50% of
+#              every CPU (the latency nice thread's method), with schbench's
+#              defaults otherwise (its per-CPU locks included); each run
+#              lasts 60 s (10 s with -q) after 2 s of warmup, so that its
+#              p99 rests on tens of samples. A real `schbench` on PATH is
+#              used instead of latcfs-schbench.
+#              LATCFS_SCHBENCH="MxT ..." picks other -m/-t pairs.
 # Also, per scheduler: the time from start to attached (load and verify) and
 # the average run time per call of each BPF program (kernel.bpf_stats_enabled).
+#
+# LATCFS_BENCH_SCHEDS="eevdf latcfs ..." runs only those schedulers, and
+# LATCFS_SCHBENCH_BIN picks the schbench binary (a real schbench built
+# elsewhere, say).
 #
 # Output in DIR: raw.jsonl (one JSON object per measurement), schbench/*.json
 # (each run's own JSON), progress.log, and from scripts/bench-report.py
@@ -56,7 +67,9 @@ if [ "${LATCFS_IN_GUEST:-}" != 1 ]; then
 		LATCFS_IN_GUEST=1 scripts/bench.sh "${args[@]}"
 	else
 		LATCFS_OUT=$OUT scripts/vm-run.sh --cpus "${LATCFS_BENCH_CPUS:-2}" -- \
-			env LATCFS_IN_GUEST=1 HOME="$HOME" scripts/bench.sh "${args[@]}"
+			env LATCFS_IN_GUEST=1 HOME="$HOME" LATCFS_SCHBENCH="${LATCFS_SCHBENCH:-}" \
+			LATCFS_SCHBENCH_BIN="${LATCFS_SCHBENCH_BIN:-}" LATCFS_BENCH_SCHEDS="${LATCFS_BENCH_SCHEDS:-}" \
+			scripts/bench.sh "${args[@]}"
 	fi
 	/usr/bin/python3 scripts/bench-report.py "$OUT"
 	echo "bench: report in $OUT/report.md" >&2
@@ -70,23 +83,33 @@ exec 2> >(tee -a "$OUT/progress.log" >&2)
 progress() { echo "bench: $*" >&2; }
 
 BIN=target/release/scx_latcfs
-SCHBENCH=$(command -v schbench || echo target/release/latcfs-schbench)
+SCHBENCH=${LATCFS_SCHBENCH_BIN:-$(command -v schbench || echo target/release/latcfs-schbench)}
 CG=/sys/fs/cgroup
 NCPU=$(nproc)
-if [ $QUICK = 1 ]; then LOOPS=50 SECS=4; else LOOPS=200 SECS=8; fi
+if [ $QUICK = 1 ]; then LOOPS=50 SECS=10; else LOOPS=200 SECS=60; fi
+SCHB=${LATCFS_SCHBENCH:-1x1 2x2}
+[ -n "${LATCFS_SCHBENCH:-}" ] || [ "$NCPU" -lt 4 ] || SCHB+=" 4x2"
 mkdir -p "$OUT/schbench"
 echo +cpu > $CG/cgroup.subtree_control
 mkdir -p $CG/bench-fg $CG/bench-bg
 sysctl -q kernel.bpf_stats_enabled=1
 
-scheds=(eevdf latcfs latcfs-ln-20 latcfs-ln+19)
+scheds=(eevdf latcfs latcfs-ln0 latcfs-ln-20 latcfs-ln+19)
 declare -A PEER
 for p in scx_bpfland scx_lavd; do
 	path=$(command -v $p || true)
 	[ -n "$path" ] || [ ! -x "$HOME/.cargo/bin/$p" ] || path=$HOME/.cargo/bin/$p
 	[ -z "$path" ] || { PEER[$p]=$path; scheds+=($p); }
 done
-progress "schedulers: ${scheds[*]}; $NCPU CPUs, kernel $(uname -r), $ROUNDS rounds"
+if [ -n "${LATCFS_BENCH_SCHEDS:-}" ]; then
+	want=" $LATCFS_BENCH_SCHEDS "
+	kept=()
+	for s in "${scheds[@]}"; do [[ "$want" != *" $s "* ]] || kept+=("$s"); done
+	scheds=("${kept[@]}")
+fi
+progress "schedulers: ${scheds[*]}; $NCPU CPUs, kernel $(uname -r), $ROUNDS rounds, $SCHBENCH"
+progress "schbench -m x -t: $SCHB"
+
 
 record() { echo "$1" >> "$OUT/raw.jsonl"; }
 now_ms() { date +%s%3N; }
@@ -97,6 +120,7 @@ attach() { # attach NAME: start scheduler NAME, record its time to attach
 	case $name in
 	eevdf) return 0 ;;
 	latcfs) cmd=("$BIN") ;;
+	latcfs-ln0) cmd=("$BIN" --latency-nice $CG/bench-fg=0) ;;
 	latcfs-ln-20) cmd=("$BIN" --latency-nice $CG/bench-fg=-20) ;;
 	latcfs-ln+19) cmd=("$BIN" --latency-nice $CG/bench-fg=19) ;;
 	*) cmd=("${PEER[$name]}") ;;
@@ -188,12 +212,13 @@ for ROUND in $(seq 1 "$ROUNDS"); do
 			done
 		done
 		bg_load
-		for mt in 1 2; do
-			STEP="schbench -m $mt under $s (round $ROUND)"
-			f=$OUT/schbench/$s-m$mt-r$ROUND.json
-			in_fg "$SCHBENCH" -m $mt -r $SECS -w 1 -i 0 -L -j "$f" > "$f.txt" 2>&1
-			record "{\"round\":$ROUND,\"sched\":\"$s\",\"bench\":\"schbench\",\"m\":$mt,\"file\":\"schbench/${f##*/}\"}"
-			progress "round $ROUND $s schbench -m $mt: $(grep -m1 -A3 'Wakeup' "$f.txt" | awk '/99.0th/ {print "wakeup p99 " $3 " us"}')"
+		for mt in $SCHB; do
+			m=${mt%x*} t=${mt#*x}
+			STEP="schbench -m $m -t $t under $s (round $ROUND)"
+			f=$OUT/schbench/$s-m$m-t$t-r$ROUND.json
+			in_fg "$SCHBENCH" -m "$m" -t "$t" -r $SECS -w 2 -i 0 -j "$f" > "$f.txt" 2>&1
+			record "{\"round\":$ROUND,\"sched\":\"$s\",\"bench\":\"schbench\",\"m\":$m,\"t\":$t,\"file\":\"schbench/${f##*/}\"}"
+			progress "round $ROUND $s schbench -m $m -t $t: $(grep -A3 'Wakeup' "$f.txt" | awk '/99.0th/ {v = $3} END {print "wakeup p99 " v " us"}')"
 		done
 		bg_stop
 		STEP="BPF costs of $s (round $ROUND)"
