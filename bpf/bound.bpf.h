@@ -12,7 +12,9 @@
  * is served next on a CPU it may use, whatever its vtime.
  *
  * Each CPU looks for such tasks itself, in ops.dispatch(), which it reaches
- * at least once a slice while its tasks keep it busy: every max_wait_ns / 4
+ * at least once every two slices while its tasks keep it busy (a slice, and
+ * at most one resumption after a wakeup preemption, preempt.bpf.h): every
+ * max_wait_ns / 4
  * it walks the shared and latency DSQs from their heads, and moves the first
  * overdue task (in queue order) that may run here to its local DSQ, ahead
  * of everything else and before it even considers letting prev keep the
@@ -48,7 +50,7 @@
  * that a higher sched class keeps from ever dispatching cannot rescue; its
  * tasks are handed back to the queue by ops.cpu_release(), for other CPUs.
  * Tasks in a CPU's local DSQ are the kernel's to run and not covered here;
- * they wait behind one task at most.
+ * they wait behind a wakee and a resumed task at most.
  */
 #ifndef __LATCFS_BOUND_BPF_H
 #define __LATCFS_BOUND_BPF_H

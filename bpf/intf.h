@@ -107,9 +107,11 @@ struct task_ctx {
 	/*
 	 * The rest of its slice, when a wakeup preempted it: it goes back to
 	 * its CPU's local DSQ, behind the wakee, instead of into the queue
-	 * (preempt.bpf.h); 0 otherwise.
+	 * (preempt.bpf.h); 0 from when it runs or is queued otherwise.
 	 */
 	unsigned long long	resume_slice;
+	/* its current run is a resumption, which does not resume again */
+	_Bool			resumed;
 };
 
 /*

@@ -19,7 +19,8 @@
  * a negative wakee's latency offset); a timer preempts it when that ends.
  * The victim is preferably the task on the waking CPU (no IPI; in a
  * handoff, the waker), and it goes on after the wakee with the rest of
- * its slice rather than back into the queue.
+ * its slice rather than back into the queue (once per slice it got
+ * through the queue, and only when no other CPU it may use is idle).
  *
  * No task waits longer than max_wait_ns, whatever the weights
  * (bound.bpf.h), and no CPU idles while a task it may run waits
@@ -324,7 +325,7 @@ void BPF_STRUCT_OPS(latcfs_stopping, struct task_struct *p, bool runnable)
 	struct task_ctx *tctx = lookup_task_ctx(p);
 
 	if (tctx) {
-		preempt_stopped(tctx, runnable);
+		preempt_stopped(p, tctx, runnable);
 		vtime_stop(p, tctx);
 	}
 	slice_stopped();

@@ -38,10 +38,13 @@
  * to a sleeper within wakeup_gran_ns of its slice start.
  *
  * Victims: two candidates, as scx_lavd picks between two. First the CPU
- * the wakeup runs on, if the wakee may run there: preempting it needs no
- * IPI, and when a task hands work to another (a futex or pipe handoff
+ * ops.enqueue() runs on, if the wakee may run there: preempting it needs
+ * no IPI, and when a task hands work to another (a futex or pipe handoff
  * without WF_SYNC, schbench's message thread and its workers) that is the
- * waker's CPU, where the data the wakee needs was just written. Then the
+ * waker's CPU, where the data the wakee needs was just written. (A wakeup
+ * the kernel queues to a remote CPU, TTWU_QUEUE, across LLCs, runs
+ * ops.enqueue() there instead, so the first candidate is then the wakee's
+ * CPU.) Then the
  * wakee's own CPU (task_cpu, where select_cpu left it), or if that is the
  * same, one other CPU it may use, chosen at random. A victim is preempted
  * only if the test above holds, so no IPI is sent for a preemption that
@@ -52,15 +55,21 @@
  * right; the wakee only borrows its CPU. So when it stops, it goes to the
  * tail of its CPU's local DSQ, behind the wakee, with the rest of its
  * slice, instead of back into the queue by its key: it goes on as soon as
- * the wakee sleeps or uses up its own slice (CFS' "last buddy" did the
- * same). Without this, a waker preempted by the task it woke waited in
+ * the wakee sleeps or uses up its own slice (CFS' "last buddy" was the
+ * same idea). Without this, a waker preempted by the task it woke waited in
  * the queue behind every task with a smaller key, although it was about
  * to sleep: in schbench, a worker that woke its message thread sat out
  * whole slices of other tasks before it could block and be woken for its
  * next request (median wakeup latency 3 ms, against 0.1 ms with it). The
- * share is unchanged (both are charged for what they run), and the wait
- * it adds for queued tasks is at most the rest of one slice. Deferred
- * preemptions (below) do not resume: their wakee may run anywhere.
+ * share is unchanged (both are charged for what they run). A task resumes
+ * once per slice it got through the queue: preempted again while resumed,
+ * it goes back into the queue by its key, and its CPU through
+ * ops.dispatch() and the wait bound (bound.bpf.h). So the wait a
+ * resumption adds for queued tasks is at most one resume slice (the rest
+ * of the slice, at least the floor below) per slice granted. It does not
+ * resume when another CPU it may use is idle (a local DSQ is out of reach
+ * of other CPUs), and deferred preemptions (below) do not resume: their
+ * wakee may run anywhere.
  *
  * Limits: the running task's key is computed from what its CPU noted at
  * its last charge (task.bpf.h's cpu_ctx), read without a lock; a race with
@@ -290,14 +299,27 @@ static bool wakeup_preempt(struct task_struct *p, struct task_ctx *tctx, u64 qke
  * preempted this very run, keep the rest of its slice for
  * preempt_resume(); any other note is stale. Before vtime_stop(), while
  * the run is still this CPU's current one.
+ *
+ * Not when the run was itself a resumption: then @p goes back into the
+ * queue by its key and this CPU through ops.dispatch(), where the wait
+ * bound and the queue order apply. Otherwise a stream of wakeups could
+ * hand a hog a fresh resume slice each time and keep ops.dispatch() from
+ * ever running here. Not either when @p still has slice left: then a
+ * higher sched class took the CPU, not our wakee, and the kernel keeps @p
+ * at the head of the local DSQ without asking us (a resume slice would
+ * linger until an unrelated enqueue, such as ops.cpu_release()'s).
  */
-static __always_inline void preempt_stopped(struct task_ctx *tctx, bool runnable)
+static __always_inline void preempt_stopped(struct task_struct *p, struct task_ctx *tctx,
+					    bool runnable)
 {
 	struct cpu_ctx *cctx = this_cpu_ctx();
+	bool again = tctx->resumed;
 
+	tctx->resumed = false;
 	if (!cctx || !READ_ONCE(cctx->resume_run))
 		return;
-	if (runnable && cctx->curr_valid && cctx->resume_run == cctx->curr_started_at)
+	if (runnable && !again && !p->scx.slice && cctx->curr_valid &&
+	    cctx->resume_run == cctx->curr_started_at)
 		tctx->resume_slice = cctx->resume_left;
 	cctx->resume_run = 0;
 }
@@ -310,21 +332,33 @@ static __always_inline void preempt_forget(struct task_ctx *tctx)
 
 /*
  * ops.enqueue() of a task that a wakeup just preempted (preempt_stopped()):
- * back to this CPU's local DSQ, behind the wakee, with the rest of its
- * slice. Returns false for any other enqueue.
+ * back to its CPU's local DSQ, behind the wakee, with the rest of its
+ * slice. Returns false for any other enqueue, and when another CPU it may
+ * use is idle: tasks in a local DSQ are out of reach of other CPUs, so it
+ * goes the usual way, into the queue with an idle CPU kicked for it.
  */
 static __always_inline bool preempt_resume(struct task_struct *p, struct task_ctx *tctx,
 					   u64 enq_flags)
 {
+	const struct cpumask *idle;
 	u64 slice = tctx->resume_slice;
+	bool elsewhere;
 
 	if (!slice)
 		return false;
 	tctx->resume_slice = 0;
-	if ((enq_flags & SCX_ENQ_WAKEUP) ||
-	    !bpf_cpumask_test_cpu(bpf_get_smp_processor_id(), p->cpus_ptr))
+	if ((enq_flags & (SCX_ENQ_WAKEUP | SCX_ENQ_REENQ)) ||
+	    !bpf_cpumask_test_cpu(scx_bpf_task_cpu(p), p->cpus_ptr))
 		return false;
+	if (p->nr_cpus_allowed > 1) {
+		idle = scx_bpf_get_idle_cpumask();
+		elsewhere = bpf_cpumask_intersects(idle, p->cpus_ptr);
+		scx_bpf_put_idle_cpumask(idle);
+		if (elsewhere)
+			return false;
+	}
 	scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, slice, enq_flags);
+	tctx->resumed = true;
 	stat_inc(LATCFS_STAT_PREEMPT_RESUME);
 	return true;
 }

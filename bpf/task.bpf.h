@@ -88,7 +88,10 @@ static __always_inline struct cpu_ctx *this_cpu_ctx(void)
 	return bpf_map_lookup_elem(&cpu_ctx_stor, &zero);
 }
 
-/* @cpu's cpu_ctx, read-only for any CPU but @cpu. */
+/*
+ * @cpu's cpu_ctx. Other CPUs only read it, but for the deferred-preemption
+ * and resume notes (defer_*, resume_*), which wakeups write from any CPU.
+ */
 static __always_inline struct cpu_ctx *cpu_ctx_of(s32 cpu)
 {
 	u32 zero = 0;

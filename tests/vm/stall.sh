@@ -182,6 +182,28 @@ test_fork_storm() {
 	[ $rc -eq 0 ] || { fail "stress-ng --fork exited $rc: $(tail -n2 "$WORK/storm.out")"; return 1; }
 }
 
+# A nice 19 hog, a nice 0 hog and a nice -20 task that runs 100 us every
+# 500 us, all on CPU 1. Each wakeup of the -20 task preempts the hog on
+# the CPU, which then goes on after it (preempt.bpf.h). A resumed task
+# that is preempted again must go back into the queue: when every
+# resumption got a fresh resume slice, CPU 1 never reached ops.dispatch()
+# between wakeups, the nice 19 hog kept the CPU, and the nice 0 hog and
+# the wait bound waited. Beyond the mix's bounds, the two hogs split what
+# the -20 task leaves by weight (1024:15 under CFS); 4:1 is the bound.
+test_resume_chain() {
+	mix_start || return 1
+	hog_at 19 n19 taskset -c 1 $(spin)
+	hog n0 taskset -c 1 $(spin)
+	hog_at -20 burst20 taskset -c 1 "$PROBE" burst "$SECS" 100 500
+	mix_check || return 1
+	local l19 l0
+	l19=$(sed -n 's/.*loops=\([0-9]*\).*/\1/p' "$WORK/mix.n19")
+	l0=$(sed -n 's/.*loops=\([0-9]*\).*/\1/p' "$WORK/mix.n0")
+	echo "  loops: nice 0 $l0, nice 19 $l19; preempt_resume=$(counter preempt_resume)"
+	[ -n "$l0" ] && [ -n "$l19" ] && [ "$l0" -ge $((4 * l19)) ] ||
+		{ fail "the nice 0 hog ran $l0 loops, the nice 19 one $l19 (want at least 4:1)"; return 1; }
+}
+
 # The two mixes that stalled, with every probe at latency nice -20, then +19.
 test_latency_nice_m20() {
 	mix_pinned_periodic --latency-nice comm:latcfs-probe=-20 &&
@@ -200,6 +222,7 @@ run_test "40 nice 19 hogs in a cgroup of cpu.weight 1 beside a pinned hog" test_
 run_test "SCHED_IDLE and SCHED_BATCH among hogs" test_idle_batch
 run_test "pinned and unpinned hogs at every nice level" test_every_nice
 run_test "a fork storm beside pinned hogs" test_fork_storm
+run_test "a preempted hog resumes once, not around the queue" test_resume_chain
 run_test "the stalling mixes at latency nice -20" test_latency_nice_m20
 run_test "the stalling mixes at latency nice +19" test_latency_nice_p19
 finish
