@@ -12,8 +12,9 @@
  * is served next on a CPU it may use, whatever its vtime.
  *
  * Each CPU looks for such tasks itself, in ops.dispatch(), which it reaches
- * at least once every two slices while its tasks keep it busy (a slice, and
- * at most one resumption after a wakeup preemption, preempt.bpf.h): every
+ * whenever its local DSQ runs dry: after each slice granted from the queue
+ * it runs at most the wakees that preempted it, each for a slice of its
+ * own, and each victim's one resumption (preempt.bpf.h). Every
  * max_wait_ns / 4
  * it walks the shared and latency DSQs from their heads, and moves the first
  * overdue task (in queue order) that may run here to its local DSQ, ahead
@@ -50,7 +51,9 @@
  * that a higher sched class keeps from ever dispatching cannot rescue; its
  * tasks are handed back to the queue by ops.cpu_release(), for other CPUs.
  * Tasks in a CPU's local DSQ are the kernel's to run and not covered here;
- * they wait behind a wakee and a resumed task at most.
+ * they wait behind wakees and resumed tasks only: a wakee preempts only
+ * when its key leads every queue, so a chain of them is as long as the
+ * wakeups that keep winning that test.
  */
 #ifndef __LATCFS_BOUND_BPF_H
 #define __LATCFS_BOUND_BPF_H

@@ -369,6 +369,7 @@ void BPF_STRUCT_OPS(latcfs_disable, struct task_struct *p)
 	vtime_save(p, tctx);
 	bound_started(tctx);
 	preempt_forget(tctx);
+	tctx->resumed = false;
 	/* Off to another sched class: its cgroup no longer counts it. */
 	tctx->cg_saved = false;
 	cg_uncount(tctx);

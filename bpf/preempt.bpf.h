@@ -42,9 +42,9 @@
  * no IPI, and when a task hands work to another (a futex or pipe handoff
  * without WF_SYNC, schbench's message thread and its workers) that is the
  * waker's CPU, where the data the wakee needs was just written. (A wakeup
- * the kernel queues to a remote CPU, TTWU_QUEUE, across LLCs, runs
- * ops.enqueue() there instead, so the first candidate is then the wakee's
- * CPU.) Then the
+ * the kernel hands to the wakee's CPU through its wake list, TTWU_QUEUE:
+ * across LLCs, or when that CPU is idle, runs ops.enqueue() there instead,
+ * so the first candidate is then the wakee's CPU.) Then the
  * wakee's own CPU (task_cpu, where select_cpu left it), or if that is the
  * same, one other CPU it may use, chosen at random. A victim is preempted
  * only if the test above holds, so no IPI is sent for a preemption that
@@ -62,7 +62,7 @@
  * whole slices of other tasks before it could block and be woken for its
  * next request (median wakeup latency 3 ms, against 0.1 ms with it). The
  * share is unchanged (both are charged for what they run). A task resumes
- * once per slice it got through the queue: preempted again while resumed,
+ * once per run that was not itself a resumption: preempted again while resumed,
  * it goes back into the queue by its key, and its CPU through
  * ops.dispatch() and the wait bound (bound.bpf.h). So the wait a
  * resumption adds for queued tasks is at most one resume slice (the rest
@@ -351,6 +351,10 @@ static __always_inline bool preempt_resume(struct task_struct *p, struct task_ct
 	    !bpf_cpumask_test_cpu(scx_bpf_task_cpu(p), p->cpus_ptr))
 		return false;
 	if (p->nr_cpus_allowed > 1) {
+		/*
+		 * The kernel's idle tracking: we define no ops.update_idle(),
+		 * so it is kept for us (SCX_OPS_KEEP_BUILTIN_IDLE otherwise).
+		 */
 		idle = scx_bpf_get_idle_cpumask();
 		elsewhere = bpf_cpumask_intersects(idle, p->cpus_ptr);
 		scx_bpf_put_idle_cpumask(idle);
