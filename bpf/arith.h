@@ -216,4 +216,19 @@ static inline u64 preempt_resume_slice(u64 slice_end, u64 now, u64 gran, u64 flo
 	return least;
 }
 
+/*
+ * What a resumed task preempted again at @now resumes with: only what is
+ * left of the resumed slice, which ends at @slice_end, and nothing when that
+ * is no more than @slack. No floor: the first resumption's floor is the
+ * only time added to a granted slice, so a chain of resumptions, however
+ * many wakeups break it up, runs no longer in all than that first
+ * resumption's slice.
+ */
+static inline u64 preempt_resume_again(u64 slice_end, u64 now, u64 slack)
+{
+	if (vt_before(now, slice_end) && slice_end - now > slack)
+		return slice_end - now;
+	return 0;
+}
+
 #endif /* __LATCFS_ARITH_H */

@@ -110,7 +110,7 @@ struct task_ctx {
 	 * (preempt.bpf.h); 0 from when it runs or is queued otherwise.
 	 */
 	unsigned long long	resume_slice;
-	/* its current run is a resumption, which does not resume again */
+	/* its current run is a resumption: a new one gets no floor (preempt.bpf.h) */
 	_Bool			resumed;
 };
 

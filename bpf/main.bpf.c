@@ -19,8 +19,9 @@
  * a negative wakee's latency offset); a timer preempts it when that ends.
  * The victim is preferably the task on the waking CPU (no IPI; in a
  * handoff, the waker), and it goes on after the wakee with the rest of
- * its slice rather than back into the queue (once per slice it got
- * through the queue, and only when no other CPU it may use is idle).
+ * its slice rather than back into the queue (only when no other CPU it
+ * may use is idle; preempted again, it keeps only what is left of that
+ * resumed run, so a chain never outlasts the first resumption).
  *
  * No task waits longer than max_wait_ns, whatever the weights
  * (bound.bpf.h), and no CPU idles while a task it may run waits

@@ -61,12 +61,13 @@
  * to sleep: in schbench, a worker that woke its message thread sat out
  * whole slices of other tasks before it could block and be woken for its
  * next request (median wakeup latency 3 ms, against 0.1 ms with it). The
- * share is unchanged (both are charged for what they run). A task resumes
- * once per run that was not itself a resumption: preempted again while resumed,
- * it goes back into the queue by its key, and its CPU through
- * ops.dispatch() and the wait bound (bound.bpf.h). So the wait a
- * resumption adds for queued tasks is at most one resume slice (the rest
- * of the slice, at least the floor below) per slice granted. It does not
+ * share is unchanged (both are charged for what they run). Only the first
+ * resumption of a slice gets the floor below; preempted again while
+ * resumed, a task resumes with just what is left of that resumption, and
+ * once that is spent it goes back into the queue by its key, and its CPU
+ * through ops.dispatch() and the wait bound (bound.bpf.h). So resumptions
+ * add, for queued tasks, at most one resume slice (the rest of the slice,
+ * at least the floor below) per slice granted. It does not
  * resume when another CPU it may use is idle (a local DSQ is out of reach
  * of other CPUs), and deferred preemptions (below) do not resume: their
  * wakee may run anywhere.
@@ -300,11 +301,15 @@ static bool wakeup_preempt(struct task_struct *p, struct task_ctx *tctx, u64 qke
  * preempt_resume(); any other note is stale. Before vtime_stop(), while
  * the run is still this CPU's current one.
  *
- * Not when the run was itself a resumption: then @p goes back into the
- * queue by its key and this CPU through ops.dispatch(), where the wait
- * bound and the queue order apply. Otherwise a stream of wakeups could
- * hand a hog a fresh resume slice each time and keep ops.dispatch() from
- * ever running here. Not either when @p still has slice left: then a
+ * When the run was itself a resumption, only what is left of it, with no
+ * floor (arith.h's preempt_resume_again()), and nothing once that is
+ * spent: then @p goes back into the queue by its key and this CPU through
+ * ops.dispatch(), where the wait bound and the queue order apply. A fresh
+ * floor each time would let a stream of wakeups keep a hog here and
+ * ops.dispatch() from ever running; refusing the second resumption
+ * outright, as we once did, sent a worker that woke two tasks in a row
+ * into the queue behind every hog, which doubled schbench's wakeup p99.
+ * Not when @p still has slice left: then a
  * higher sched class took the CPU, not our wakee, and the kernel keeps @p
  * at the head of the local DSQ without asking us (a resume slice would
  * linger until an unrelated enqueue, such as ops.cpu_release()'s).
@@ -318,9 +323,11 @@ static __always_inline void preempt_stopped(struct task_struct *p, struct task_c
 	tctx->resumed = false;
 	if (!cctx || !READ_ONCE(cctx->resume_run))
 		return;
-	if (runnable && !again && !p->scx.slice && cctx->curr_valid &&
+	if (runnable && !p->scx.slice && cctx->curr_valid &&
 	    cctx->resume_run == cctx->curr_started_at)
-		tctx->resume_slice = cctx->resume_left;
+		tctx->resume_slice = again ? preempt_resume_again(cctx->slice_end, scx_bpf_now(),
+								  SLICE_TIMER_SLACK_NS)
+					   : cctx->resume_left;
 	cctx->resume_run = 0;
 }
 

@@ -18,6 +18,7 @@ mod tests {
         fn latcfs_preempt_protect(gran: u64, lat_off: i64) -> u64;
         fn latcfs_credit_share(credit: u64, n: u64, q: u64) -> u64;
         fn latcfs_preempt_resume_slice(end: u64, now: u64, gran: u64, floor: u64) -> u64;
+        fn latcfs_preempt_resume_again(end: u64, now: u64, slack: u64) -> u64;
     }
 
     const SAT: u64 = 1 << 62;
@@ -220,6 +221,50 @@ mod tests {
                 latcfs_preempt_resume_slice(2_000_000, u64::MAX - 999_999, gran, floor),
                 3_000_000
             );
+        }
+    }
+
+    #[test]
+    fn a_resumed_task_preempted_again_keeps_only_what_is_left_and_no_floor() {
+        let slack = 50_000;
+        unsafe {
+            assert_eq!(
+                latcfs_preempt_resume_again(10_000_000, 7_000_000, slack),
+                3_000_000
+            );
+            // within the slack of the end, at it, or past it: nothing
+            assert_eq!(latcfs_preempt_resume_again(10_000_000, 9_960_000, slack), 0);
+            assert_eq!(
+                latcfs_preempt_resume_again(10_000_000, 10_000_000, slack),
+                0
+            );
+            assert_eq!(
+                latcfs_preempt_resume_again(10_000_000, 12_000_000, slack),
+                0
+            );
+            // no slice end noted
+            assert_eq!(latcfs_preempt_resume_again(0, 5, slack), 0);
+            // across the u64 wrap
+            assert_eq!(
+                latcfs_preempt_resume_again(2_000_000, u64::MAX - 999_999, slack),
+                3_000_000
+            );
+            // A chain of them never adds up to more than the first: a
+            // resumption with 1 ms, preempted after every 300 us of it by a
+            // wakee that runs 500 us.
+            let (mut end, mut now, mut ran) = (1_000_000u64, 0u64, 0u64);
+            loop {
+                let run = 300_000u64.min(end - now);
+                now += run;
+                ran += run;
+                let left = latcfs_preempt_resume_again(end, now, slack);
+                if left == 0 {
+                    break;
+                }
+                now += 500_000;
+                end = now + left;
+            }
+            assert!(ran <= 1_000_000, "{ran}");
         }
     }
 

@@ -17,12 +17,15 @@
 //!   latcfs-probe pingpong SECS         two threads pass a byte back and forth
 //!                                      over a pair of pipes for SECS (as perf
 //!                                      bench sched pipe) and report the rate
-//!   latcfs-probe handoff SECS RUN_US   spin RUN_US of CPU time, then hand a
-//!                                      byte to a partner thread and wait for
-//!                                      its answer, for SECS; report how long
-//!                                      each answer took (the partner answers
-//!                                      at once, so what it measures is how
-//!                                      soon each side gets a CPU)
+//!   latcfs-probe handoff SECS RUN_US [N]
+//!                                      spin RUN_US of CPU time, then hand a
+//!                                      byte to each of N partner threads
+//!                                      (default 1, at most 16), one after
+//!                                      the other, and wait for their
+//!                                      answers, for SECS; report how long
+//!                                      each round of answers took (partners
+//!                                      answer at once, so what it measures is
+//!                                      how soon each side gets a CPU)
 //!
 //! Results go to stdout as one line of key=value pairs, times in µs.
 
@@ -235,14 +238,21 @@ fn pingpong(secs: f64) -> std::io::Result<String> {
 /// its answer. The partner wakes while this thread still runs (on its way
 /// to block), so a scheduler that preempts for it must let this thread go
 /// on afterwards for the answer to arrive soon.
-fn handoff(secs: f64, run: Duration) -> std::io::Result<String> {
+fn handoff(secs: f64, run: Duration, partners: usize) -> std::io::Result<String> {
     use std::io::{Read, Write};
-    let (mut a_rx, mut a_tx) = pipe()?;
-    let (mut b_rx, mut b_tx) = pipe()?;
-    let partner = std::thread::spawn(move || {
-        let mut byte = [0u8];
-        while a_rx.read_exact(&mut byte).is_ok() && b_tx.write_all(&byte).is_ok() {}
-    });
+    let (mut b_rx, b_tx) = pipe()?;
+    let mut a_txs = Vec::new();
+    let mut threads = Vec::new();
+    for _ in 0..partners {
+        let (mut a_rx, a_tx) = pipe()?;
+        let mut b_tx = b_tx.try_clone()?;
+        a_txs.push(a_tx);
+        threads.push(std::thread::spawn(move || {
+            let mut byte = [0u8];
+            while a_rx.read_exact(&mut byte).is_ok() && b_tx.write_all(&byte).is_ok() {}
+        }));
+    }
+    drop(b_tx);
     let end = Instant::now() + Duration::from_secs_f64(secs);
     let mut lat = Vec::new();
     let mut byte = [0u8];
@@ -250,12 +260,19 @@ fn handoff(secs: f64, run: Duration) -> std::io::Result<String> {
         let until = thread_cpu_time() + run;
         while thread_cpu_time() < until {}
         let t0 = Instant::now();
-        a_tx.write_all(&byte)?;
-        b_rx.read_exact(&mut byte)?;
+        // one after the other: each partner it wakes may preempt it
+        for a_tx in &mut a_txs {
+            a_tx.write_all(&byte)?;
+        }
+        for _ in 0..partners {
+            b_rx.read_exact(&mut byte)?;
+        }
         lat.push(t0.elapsed().as_micros() as u64);
     }
-    drop(a_tx);
-    let _ = partner.join();
+    drop(a_txs);
+    for t in threads {
+        let _ = t.join();
+    }
     lat.sort_unstable();
     Ok(format!(
         "samples={} p50_us={} p90_us={} max_us={}",
@@ -270,7 +287,7 @@ fn usage() -> ExitCode {
     eprintln!(
         "usage: latcfs-probe wake SECS PERIOD_US | latcfs-probe spin SECS [SLICE_US] | \
          latcfs-probe burst SECS RUN_US SLEEP_US | latcfs-probe flip SECS PERIOD_US | \
-         latcfs-probe pingpong SECS | latcfs-probe handoff SECS RUN_US"
+         latcfs-probe pingpong SECS | latcfs-probe handoff SECS RUN_US [N]"
     );
     ExitCode::from(2)
 }
@@ -318,7 +335,14 @@ fn main() -> ExitCode {
             }
         },
         (Some("handoff"), Some(secs), Some(us)) => {
-            match handoff(secs, Duration::from_secs_f64(us / 1e6)) {
+            let partners = match args.get(3) {
+                None => 1,
+                Some(_) => match num(3) {
+                    Some(n) if n <= 16.0 && n.fract() == 0.0 => n as usize,
+                    _ => return usage(),
+                },
+            };
+            match handoff(secs, Duration::from_secs_f64(us / 1e6), partners) {
                 Ok(line) => line,
                 Err(e) => {
                     eprintln!("latcfs-probe: handoff: {e}");

@@ -16,3 +16,4 @@ u64 latcfs_awake_after(u64 awake, u64 w, u64 cap) { return awake_after(awake, w,
 u64 latcfs_preempt_protect(u64 gran, s64 lat_off) { return preempt_protect(gran, lat_off); }
 u64 latcfs_preempt_resume_slice(u64 end, u64 now, u64 gran, u64 floor) { return preempt_resume_slice(end, now, gran, floor); }
 u64 latcfs_credit_share(u64 credit, u64 n, u64 q) { return credit_share(credit, n, q); }
+u64 latcfs_preempt_resume_again(u64 end, u64 now, u64 slack) { return preempt_resume_again(end, now, slack); }

@@ -185,7 +185,8 @@ test_fork_storm() {
 # A nice 19 hog, a nice 0 hog and a nice -20 task that runs 100 us every
 # 500 us, all on CPU 1. Each wakeup of the -20 task preempts the hog on
 # the CPU, which then goes on after it (preempt.bpf.h). A resumed task
-# that is preempted again must go back into the queue: when every
+# that is preempted again may resume only with what is left of its
+# resumed run, so the chain ends within one resume slice: when every
 # resumption got a fresh resume slice, CPU 1 never reached ops.dispatch()
 # between wakeups, the nice 19 hog kept the CPU, and the nice 0 hog and
 # the wait bound waited. Beyond the mix's bounds, the two hogs split what
@@ -233,7 +234,7 @@ run_test "40 nice 19 hogs in a cgroup of cpu.weight 1 beside a pinned hog" test_
 run_test "SCHED_IDLE and SCHED_BATCH among hogs" test_idle_batch
 run_test "pinned and unpinned hogs at every nice level" test_every_nice
 run_test "a fork storm beside pinned hogs" test_fork_storm
-run_test "a preempted hog resumes once, not around the queue" test_resume_chain
+run_test "a preempted hog does not keep the CPU around the queue" test_resume_chain
 run_test "the stalling mixes at latency nice -20" test_latency_nice_m20
 run_test "the stalling mixes at latency nice +19" test_latency_nice_p19
 finish

@@ -11,6 +11,8 @@
 #  - a task's sched_runtime (sched_setattr) is its slice;
 #  - a task preempted by the task it woke goes on right after it, not
 #    behind the queue (a handoff completes without waiting out a slice);
+#  - a resumed task preempted again resumes with what it has left (a
+#    worker waking two partners in a row is not sent behind the queue);
 #  - while many tasks wait, wakees do not overtake them all: hackbench
 #    switches tasks about as often as under EEVDF, not 2 to 3 times as often.
 # The fairness invariants stay in foundation.sh, cgroup.sh and stall.sh.
@@ -161,6 +163,32 @@ test_preempted_waker_resumes() {
 	[ "$p50" -lt 1500 ] || fail "answer p50 $p50 us: the preempted worker waited behind the hog's slice"
 }
 
+test_resumed_task_resumes_again() {
+	# The worker hands a byte to two partners in a row, all at latency
+	# nice -20 beside a nice 0 hog on CPU 1: the first partner preempts
+	# the worker, which resumes; the second preempts the resumed worker.
+	# That one must resume too, with what is left of its resumption: sent
+	# back into the queue, the worker of schbench's kind waited behind the
+	# hogs, which doubled schbench's wakeup p99. So nearly every
+	# preemption here resumes (pinned, nothing idle elsewhere stops it).
+	ln -sf "$(realpath "$PROBE")" "$WORK/lathog"
+	start_sched --stats 1 --latency-nice "comm:$(basename "$PROBE")=-20" || return 1
+	taskset -c 1 "$WORK/lathog" spin $SECS > /dev/null 2>&1 &
+	local hog=$!
+	sleep 0.5
+	taskset -c 1 "$PROBE" handoff $((SECS - 2)) 5000 2 > "$WORK/handoff2.out" 2>&1
+	wait $hog
+	sleep 1.2
+	local p50 n pre res
+	p50=$(field p50_us "$WORK/handoff2.out") n=$(field samples "$WORK/handoff2.out")
+	pre=$(counter preempt) res=$(counter preempt_resume)
+	stop_sched INT
+	echo "  handoff to two partners beside a hog: answers p50 ${p50:-?} us over ${n:-?} rounds; preempt=$pre preempt_resume=$res"
+	[ -n "$p50" ] || { fail "the worker reported nothing: $(cat "$WORK/handoff2.out")"; return 1; }
+	[ $((2 * pre)) -ge $((3 * n)) ] || fail "$pre preemptions in $n rounds: the partners did not preempt the worker twice a round"
+	[ $((10 * res)) -ge $((8 * pre)) ] || fail "$res of $pre preempted tasks resumed: a resumed task preempted again went back into the queue"
+}
+
 # ctxt_during CMD...: context switches on the machine while CMD runs.
 ctxt_during() {
 	local c0 c1
@@ -191,5 +219,6 @@ run_test "tasks that wake each other do not preempt each other" test_mutual_wake
 run_test "while tasks wait, slices end between ticks" test_slice_between_ticks
 run_test "sched_runtime sets a task's slice" test_sched_runtime
 run_test "a task preempted by the task it woke goes on after it" test_preempted_waker_resumes
+run_test "a resumed task preempted again resumes with what it has left" test_resumed_task_resumes_again
 run_test "wakees do not overtake a deep queue" test_deep_queue_keeps_order
 finish
