@@ -8,7 +8,22 @@ set -u
 cd "$(dirname "$0")/../../.."
 . tests/vm/lib.sh
 
-online() { echo "$2" > /sys/devices/system/cpu/cpu$1/online; }
+# online CPU 0|1: the write, bounded. A hotplug that blocks for good would
+# otherwise hold the whole boot until vm-run.sh kills it, with no word of
+# where: after 120 s, log the blocked tasks (sysrq-w) and fail.
+online() {
+	local w i
+	( echo "$2" > /sys/devices/system/cpu/cpu$1/online ) &
+	w=$!
+	for i in $(seq 1200); do
+		kill -0 $w 2>/dev/null || { wait $w; return; }
+		sleep 0.1
+	done
+	echo w > /proc/sysrq-trigger
+	dmesg | tail -n 80 | sed 's/^/  dmesg: /'
+	fail "cpu$1 online=$2 still blocked after 120 s (state $(state))"
+	return 1
+}
 
 test_topology() {
 	[ "$(nproc)" -eq 4 ] || fail "this suite needs 4 CPUs, the guest has $(nproc)"
