@@ -29,8 +29,8 @@
  * (vruntime.bpf.h), so the shares hold whatever the number of tasks.
  *
  * Costs, after the seeds:
- *  - Activity is tracked on runnable/quiescent with atomics on the task's
- *    cgroup, walking up only when a cgroup becomes active or idle. A change
+ *  - Activity is tracked on runnable/quiescent under the task's cgroup's
+ *    lock, walking up only when a cgroup becomes active or idle. A change
  *    of the active set or of a weight bumps cg_gen; hw(C) is recomputed
  *    lazily, by the next task of C that is charged (cg_recompute counts it).
  *  - Root fast path (Waiman Long's "Disable tg load_avg update for
@@ -44,11 +44,21 @@
  * --no-cgroup-fast-paths turns both off (the root's aggregate is then kept
  * and never read, as before the seed), to measure what they save.
  *
- * Races: counts are exact (each transition is decided by one atomic), but a
- * weight change racing a cgroup's (de)activation can leave its parent's sum
- * off by the difference; hw() clamps each level's share to at most 1.
- * cgroup v2 keeps processes out of inner cgroups that delegate cpu, so sums
- * of inner cgroups change only with their children's activity.
+ * Races: a cgroup's count, its active flag and the weight it added to its
+ * parent change together under its lock, and a cpu.weight write takes the
+ * same lock, so a parent's sum is exact once concurrent updates land
+ * (cg_member()). cgroup v2 keeps processes out of inner cgroups that
+ * delegate cpu, so sums of inner cgroups change only with their children's
+ * activity.
+ *
+ * Limits. LATCFS_MAX_CGROUPS entries, allocated on demand: past that (or
+ * when an allocation fails) a cgroup is not tracked and its tasks keep
+ * their own weight, but its mkdir still succeeds. Walks go up
+ * LATCFS_CGROUP_MAX_DEPTH levels; a deeper cgroup is accounted as its
+ * ancestor at that depth, so its subtree shares that ancestor's weight by
+ * task weight alone, and its own cpu.weight is not read. Both are counted
+ * and logged by the loader. A cgroup that goes away while a dying task is
+ * still counted in it (cg_exit()) leaves its parent at once.
  */
 #ifndef __LATCFS_CGROUP_BPF_H
 #define __LATCFS_CGROUP_BPF_H
@@ -71,19 +81,30 @@ const volatile bool cg_fast_paths = true;
 #define CORE_DEQ_SAVE		0x02
 
 struct cg_ctx {
+	/* guards weight, nr, contrib, active and dead */
+	struct bpf_spin_lock lock;
 	/* cpu.weight */
 	u64	weight;
 	/* id of the parent cgroup; 0 if the parent is the root */
 	u64	parent_id;
 	/* runnable tasks plus active children; active while > 0 */
 	s64	nr;
-	/* weight of the runnable tasks plus that of the active children */
+	/* the weight this cgroup added to its parent's sum when it last became active */
+	u64	contrib;
+	bool	active;
+	/* ops.cgroup_exit() ran: never active again */
+	bool	dead;
+	/* weight of the runnable tasks plus that of the active children (atomic) */
 	s64	sum;
 	/* hw() in weight units << CG_HW_SHIFT, valid while hw_gen == cg_gen */
 	u64	hw;
 	u64	hw_gen;
 };
 
+/*
+ * No preallocation: an entry costs memory only while its cgroup exists, so
+ * the capacity (LATCFS_MAX_CGROUPS) can be generous.
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
@@ -108,49 +129,78 @@ static __always_inline u64 cgrp_id(struct cgroup *cgrp)
 	return BPF_CORE_READ(cgrp, kn, id);
 }
 
+/*
+ * The cgroup @cgrp is accounted as: itself, or for a cgroup deeper than
+ * LATCFS_CGROUP_MAX_DEPTH, its ancestor at that depth (cgroup->ancestors[]
+ * is indexed by level).
+ */
+static __always_inline struct cgroup *cg_tracked(struct cgroup *cgrp)
+{
+	struct cgroup *anc = NULL;
+
+	if (BPF_CORE_READ(cgrp, level) <= LATCFS_CGROUP_MAX_DEPTH)
+		return cgrp;
+	bpf_probe_read_kernel(&anc, sizeof(anc),
+			      (void *)cgrp + bpf_core_field_offset(struct cgroup, ancestors) +
+				      LATCFS_CGROUP_MAX_DEPTH * sizeof(anc));
+	return anc;
+}
+
 /* The id tasks of @cgrp are accounted under: 0 for the root's fast path. */
 static __always_inline u64 cg_task_id(struct cgroup *cgrp)
 {
 	if (!cgrp || (cg_fast_paths && !BPF_CORE_READ(cgrp, level)))
 		return 0;
-	return cgrp_id(cgrp);
+	cgrp = cg_tracked(cgrp);
+	return cgrp ? cgrp_id(cgrp) : 0;
 }
 
 /*
- * @c gained a member (a runnable task or an active child): if that made it
- * active, it joins its parent's sum, and so on up.
+ * Add @delta (+1 or -1) to @c's members. If that makes it active or idle,
+ * it joins or leaves its parent's sum, and so on up.
+ *
+ * Whether a cgroup is active, and the weight it added to its parent, are
+ * decided under its lock from its count as it stands, not from the one
+ * transition this call made: members of a parent can arrive out of order
+ * (one CPU activates a child, another deactivates it and gets to the
+ * parent first), and the count may pass through -1. Each call that moves
+ * the count reconciles the flag with it, so the last one leaves both
+ * right, and a parent's sum holds exactly the contrib of its active
+ * children once the calls have landed.
  */
-static void cg_activate(struct cg_ctx *c)
+static void cg_member(struct cg_ctx *c, s64 delta)
 {
 	struct cg_ctx *parent;
+	bool flip, on;
+	s64 d;
 	int i;
 
 	bpf_for(i, 0, LATCFS_CGROUP_MAX_DEPTH) {
-		if (__sync_fetch_and_add(&c->nr, 1) != 0)
+		flip = false;
+		d = 0;
+		bpf_spin_lock(&c->lock);
+		c->nr += delta;
+		on = c->nr > 0 && !c->dead;
+		if (on != c->active) {
+			flip = true;
+			c->active = on;
+			if (on) {
+				c->contrib = c->weight;
+				d = c->weight;
+			} else {
+				d = -(s64)c->contrib;
+				c->contrib = 0;
+			}
+		}
+		bpf_spin_unlock(&c->lock);
+		if (!flip)
 			return;
-		stat_add(LATCFS_STAT_CG_ACTIVE, 1);
+		stat_add(LATCFS_STAT_CG_ACTIVE, on ? 1 : -1);
 		__sync_fetch_and_add(&cg_gen, 1);
 		if (!c->parent_id || !(parent = cg_lookup(c->parent_id)))
 			return;
-		__sync_fetch_and_add(&parent->sum, c->weight);
-		c = parent;
-	}
-}
-
-/* @c lost a member: the reverse of cg_activate(). */
-static void cg_deactivate(struct cg_ctx *c)
-{
-	struct cg_ctx *parent;
-	int i;
-
-	bpf_for(i, 0, LATCFS_CGROUP_MAX_DEPTH) {
-		if (__sync_fetch_and_sub(&c->nr, 1) != 1)
-			return;
-		stat_add(LATCFS_STAT_CG_ACTIVE, -1);
-		__sync_fetch_and_add(&cg_gen, 1);
-		if (!c->parent_id || !(parent = cg_lookup(c->parent_id)))
-			return;
-		__sync_fetch_and_sub(&parent->sum, c->weight);
+		__sync_fetch_and_add(&parent->sum, d);
+		delta = on ? 1 : -1;
 		c = parent;
 	}
 }
@@ -165,7 +215,7 @@ static void cg_count(struct task_ctx *tctx, u64 weight)
 	tctx->cg_counted = tctx->cg_id;
 	tctx->cg_weight = weight;
 	__sync_fetch_and_add(&c->sum, weight);
-	cg_activate(c);
+	cg_member(c, 1);
 }
 
 static void cg_uncount(struct task_ctx *tctx)
@@ -179,7 +229,7 @@ static void cg_uncount(struct task_ctx *tctx)
 	if (!c)
 		return;
 	__sync_fetch_and_sub(&c->sum, tctx->cg_weight);
-	cg_deactivate(c);
+	cg_member(c, -1);
 }
 
 /* From ops.runnable(): @p became runnable, or is being requeued. */
@@ -266,6 +316,14 @@ static __always_inline u64 cg_task_weight(struct task_struct *p, struct task_ctx
 	return hw_step(hw, p->scx.weight, c->sum);
 }
 
+/*
+ * Never fails: an error here would fail the cgroup's mkdir (or, at load,
+ * the attach), for the whole machine. A cgroup we cannot track is counted
+ * (cg_untracked, and the loader logs it); its tasks keep their own weight
+ * and its children compete as top-level cgroups. One deeper than
+ * LATCFS_CGROUP_MAX_DEPTH needs no entry: it is accounted as its ancestor
+ * at that depth (cg_flattened).
+ */
 static s32 cg_init(struct cgroup *cgrp, u32 weight)
 {
 	struct cg_ctx c = { .weight = weight };
@@ -274,6 +332,10 @@ static s32 cg_init(struct cgroup *cgrp, u32 weight)
 
 	if (!id)
 		return 0;
+	if (id != cgrp_id(cgrp)) {
+		stat_inc(LATCFS_STAT_CG_FLATTENED);
+		return 0;
+	}
 	/* kept, as before the seed, and never read: root tasks keep their weight */
 	if (!BPF_CORE_READ(cgrp, level))
 		cg_root_id = id;
@@ -284,27 +346,68 @@ static s32 cg_init(struct cgroup *cgrp, u32 weight)
 	parent = (struct cgroup *)BPF_CORE_READ(cgrp, self.parent);
 	if (parent && BPF_CORE_READ(parent, level))
 		c.parent_id = cgrp_id(parent);
-	return bpf_map_update_elem(&cg_ctxs, &id, &c, BPF_ANY);
+	if (bpf_map_update_elem(&cg_ctxs, &id, &c, BPF_ANY))
+		stat_inc(LATCFS_STAT_CG_UNTRACKED);
+	return 0;
 }
 
+/*
+ * Under the lock, so that the weight an active cgroup added to its parent
+ * and the one it later takes away always match (cg_member()).
+ */
 static void cg_set_weight(struct cgroup *cgrp, u32 weight)
 {
 	struct cg_ctx *c = cg_lookup(cgrp_id(cgrp)), *parent;
-	s64 delta;
+	s64 d = 0;
 
 	if (!c)
 		return;
-	delta = (s64)weight - (s64)c->weight;
+	bpf_spin_lock(&c->lock);
 	c->weight = weight;
-	if (READ_ONCE(c->nr) > 0 && c->parent_id && (parent = cg_lookup(c->parent_id)))
-		__sync_fetch_and_add(&parent->sum, delta);
+	if (c->active) {
+		d = (s64)weight - (s64)c->contrib;
+		c->contrib = weight;
+	}
+	bpf_spin_unlock(&c->lock);
+	if (d && c->parent_id && (parent = cg_lookup(c->parent_id)))
+		__sync_fetch_and_add(&parent->sum, d);
 	__sync_fetch_and_add(&cg_gen, 1);
 }
 
+/*
+ * A cgroup can be removed while a task is still counted in it: do_exit()
+ * takes the task out of its cgroup (cgroup_exit()) before its last
+ * schedule, so an rmdir right after the task is reaped can run
+ * ops.cgroup_exit() before the task's final ops.quiescent(). That
+ * quiescent() then finds no entry, so the cgroup leaves its parent here:
+ * marked dead, it never becomes active again, and its parent's sum and
+ * count lose it now instead of never (cg_exit_active counts these).
+ */
 static void cg_exit(struct cgroup *cgrp)
 {
 	u64 id = cgrp_id(cgrp);
+	struct cg_ctx *c = cg_lookup(id), *parent;
+	bool was;
+	s64 d;
 
+	if (!c)
+		return;
+	bpf_spin_lock(&c->lock);
+	c->dead = true;
+	was = c->active;
+	d = -(s64)c->contrib;
+	c->active = false;
+	c->contrib = 0;
+	bpf_spin_unlock(&c->lock);
+	if (was) {
+		stat_inc(LATCFS_STAT_CG_EXIT_ACTIVE);
+		stat_add(LATCFS_STAT_CG_ACTIVE, -1);
+		__sync_fetch_and_add(&cg_gen, 1);
+		if (c->parent_id && (parent = cg_lookup(c->parent_id))) {
+			__sync_fetch_and_add(&parent->sum, d);
+			cg_member(parent, -1);
+		}
+	}
 	bpf_map_delete_elem(&cg_ctxs, &id);
 }
 

@@ -22,10 +22,17 @@ enum latcfs_consts {
 	LATCFS_LAT_NICE_SCALE	= 20,
 	/* bytes of a command name (TASK_COMM_LEN), the key of comm rules */
 	LATCFS_COMM_LEN		= 16,
-	/* cgroup levels searched upwards for a latency nice rule */
-	LATCFS_CGROUP_MAX_DEPTH	= 16,
-	/* cgroups (with the cpu controller) whose weights the BPF side tracks */
-	LATCFS_MAX_CGROUPS	= 16384,
+	/*
+	 * cgroup levels the weight walks and the latency nice rule search go
+	 * through; a deeper cgroup's weight is accounted as its ancestor's at
+	 * this depth (cgroup.bpf.h)
+	 */
+	LATCFS_CGROUP_MAX_DEPTH	= 32,
+	/*
+	 * cgroups (with the cpu controller) whose weights the BPF side tracks;
+	 * past it, a cgroup's tasks keep their own weight (cgroup.bpf.h)
+	 */
+	LATCFS_MAX_CGROUPS	= 65536,
 
 	/* tasks of one DSQ the wait bound's walks visit at most (bound.bpf.h) */
 	LATCFS_SCAN_MAX		= 1024,
@@ -87,6 +94,8 @@ struct task_ctx {
 	/* a per-task latency nice (pid or comm rule, or inherited at fork) */
 	signed char		own_nice;
 	_Bool			has_own;
+	/* own_nice came from a rule, and goes when the rule does */
+	_Bool			own_from_rule;
 	/* counted in nr_lat_tasks (latency.bpf.h) */
 	_Bool			lat_counted;
 	/*
@@ -174,6 +183,16 @@ enum latcfs_stat {
 	 * subtracts its deactivations; the sum over CPUs is the level.
 	 */
 	LATCFS_STAT_CG_ACTIVE,
+	/*
+	 * cgroups we could not track (no room, or no memory): their tasks
+	 * keep their own weight; cgroups deeper than LATCFS_CGROUP_MAX_DEPTH,
+	 * accounted as their ancestor at that depth; cgroups removed while
+	 * still active (a task's last dequeue still to come), taken out of
+	 * their parent's sum at removal.
+	 */
+	LATCFS_STAT_CG_UNTRACKED,
+	LATCFS_STAT_CG_FLATTENED,
+	LATCFS_STAT_CG_EXIT_ACTIVE,
 	/*
 	 * Never stall: tasks moved ahead of the queue for having waited longer
 	 * than --max-wait-ms (bound.bpf.h); idle CPUs woken for a task just

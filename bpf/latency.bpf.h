@@ -42,7 +42,13 @@
  * that sleeps through a change keeps its old value, and may keep the latency
  * machinery switched on, until it runs again). Precedence: pid rule, comm
  * rule, a per-task value inherited from the parent at fork, the nearest
- * cgroup rule, 0.
+ * cgroup rule, 0. A value a rule gave goes with the rule (`latency-nice
+ * unset`); one inherited at fork stays. A pid rule goes with the last
+ * thread of its process (lat_task_exit()).
+ *
+ * Limits: lat_rules holds 4096 pid and cgroup rules, lat_comm 1024 comm
+ * rules; `latency-nice set` says so when one is full. The cgroup rule search
+ * goes up LATCFS_CGROUP_MAX_DEPTH levels.
  */
 #ifndef __LATCFS_LATENCY_BPF_H
 #define __LATCFS_LATENCY_BPF_H
@@ -50,6 +56,10 @@
 #include "task.bpf.h"
 #include "stats.bpf.h"
 #include "vruntime.bpf.h"
+
+#ifndef PF_EXITING
+#define PF_EXITING	0x00000004	/* include/linux/sched.h: in do_exit() */
+#endif
 
 /*
  * Offset at latency nice -20, in weighted ns of the task's time within its
@@ -90,6 +100,19 @@ struct {
 	__type(key, u32);
 	__type(value, struct latcfs_lat_ctl);
 } lat_ctl SEC(".maps");
+
+/*
+ * Per-task values inherited at fork by tasks that existed before a restart,
+ * by thread id: the loader reads them from the previous scheduler and
+ * writes them here before attaching; init_task() takes each once.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 65536);
+	__type(key, u32);
+	__type(value, s32);
+} lat_carry SEC(".maps");
 
 static __always_inline u64 lat_rules_gen(void)
 {
@@ -170,23 +193,65 @@ static __always_inline void lat_uncount(struct task_ctx *tctx)
 /* Look @p's latency nice up again. @cgrp is its cgroup, or NULL if unknown. */
 static void lat_resolve(struct task_struct *p, struct task_ctx *tctx, struct cgroup *cgrp)
 {
+	/*
+	 * The generation first, as a seqcount reader: a rule written while we
+	 * look (writers bump it after writing) leaves us with the old
+	 * generation, so the next run looks again.
+	 */
+	u64 gen = lat_rules_gen();
 	s32 nice = 0, *v;
+	bool rule = true;
 
 	v = lat_rule(LATCFS_RULE_PID, p->tgid);
-	if (v) {
-		tctx->own_nice = *v;
-		tctx->has_own = true;
-	} else if (lat_comm_rule(p, &nice)) {
+	if (v)
+		nice = *v;
+	else
+		rule = lat_comm_rule(p, &nice);
+	if (rule) {
 		tctx->own_nice = nice;
 		tctx->has_own = true;
+		tctx->own_from_rule = true;
+	} else if (tctx->own_from_rule) {
+		/* its rule was removed; a value inherited at fork stays */
+		tctx->has_own = false;
+		tctx->own_from_rule = false;
 	}
 	nice = 0;
 	if (tctx->has_own)
 		nice = tctx->own_nice;
 	else if (cgrp)
 		lat_cgroup_rule(cgrp, &nice);
-	tctx->lat_gen = lat_rules_gen();
+	tctx->lat_gen = gen;
 	lat_set(tctx, nice);
+}
+
+/* An existing task taken over at load: the value it inherited before a restart. */
+static __always_inline void lat_carried(struct task_struct *p, struct task_ctx *tctx)
+{
+	u32 tid = p->pid;
+	s32 *v = bpf_map_lookup_elem(&lat_carry, &tid);
+
+	if (!v)
+		return;
+	tctx->own_nice = *v;
+	tctx->has_own = true;
+	bpf_map_delete_elem(&lat_carry, &tid);
+}
+
+/*
+ * @p is being freed: if it was the last of its process (every thread has
+ * left do_exit()'s accounting of live threads), the process' pid rule goes
+ * with it, so that a process that reuses the pid does not inherit it. Not
+ * when the scheduler is merely unloading (the task is not exiting then). The
+ * loader also removes the pid rules of processes it finds gone.
+ */
+static __always_inline void lat_task_exit(struct task_struct *p)
+{
+	struct latcfs_rule_key key = { .id = p->tgid, .kind = LATCFS_RULE_PID };
+
+	if (!(p->flags & PF_EXITING) || BPF_CORE_READ(p, signal, live.counter))
+		return;
+	bpf_map_delete_elem(&lat_rules, &key);
 }
 
 /* A rule changed since @p last looked: look again, from its current cgroup. */

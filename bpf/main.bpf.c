@@ -402,6 +402,8 @@ s32 BPF_STRUCT_OPS(latcfs_init_task, struct task_struct *p, struct scx_init_task
 			tctx->own_nice = parent->own_nice;
 			tctx->has_own = true;
 		}
+	} else {
+		lat_carried(p, tctx);
 	}
 	tctx->cg_id = cg_task_id(args->cgroup);
 	lat_resolve(p, tctx, args->cgroup);
@@ -418,6 +420,7 @@ void BPF_STRUCT_OPS(latcfs_exit_task, struct task_struct *p, struct scx_exit_tas
 		tctx->lat_counted = false;
 		__sync_fetch_and_sub(&nr_lat_tasks, 1);
 	}
+	lat_task_exit(p);
 	cg_uncount(tctx);
 }
 

@@ -54,6 +54,17 @@ pub enum LatencyNiceCmd {
         #[arg(allow_negative_numbers = true, value_parser = latency::parse_nice)]
         value: i32,
     },
+    /// Remove the rule set for a process, a cgroup or a command name
+    /// (with `set` or `--latency-nice`). Tasks it gave a value to go back
+    /// to the next rule that applies at their next run; values inherited
+    /// at fork stay.
+    Unset {
+        #[command(flatten)]
+        target: TargetArgs,
+    },
+    /// List the running scheduler's rules, one `TARGET=VALUE` per line, in
+    /// the form `--latency-nice` takes.
+    List,
     /// Print the latency nice the running scheduler gives a process.
     Get {
         /// The process.
@@ -177,6 +188,13 @@ pub struct Opts {
           value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     pub test_error_after_ms: Option<u64>,
 
+    /// For tests: track at most N cgroups (1-65536; default 65536) instead
+    /// of the BPF side's capacity, to reach the untracked-cgroup path with
+    /// few cgroups.
+    #[arg(long, value_name = "N", hide = true,
+          value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub test_cgroup_capacity: Option<u32>,
+
     /// Print a line of scheduler counters every SECS seconds (fractions
     /// allowed, 0.1-3600): what happened in the interval, as "latcfs:
     /// name=value ...". Off by default. The counters come from the stats
@@ -194,7 +212,7 @@ pub struct Opts {
           conflicts_with_all = ["slice_us", "slice_lag_us", "latency_nice", "latency_us",
                                 "wakeup_gran_us", "latency_budget_us", "max_wait_ms", "no_prev_cpu",
                                 "no_recent_cpu", "no_cgroup_fast_paths",
-                                "test_error_after_ms"])]
+                                "test_error_after_ms", "test_cgroup_capacity"])]
     pub monitor: Option<Duration>,
 
     /// With --stats or --monitor: print each interval as one JSON object on

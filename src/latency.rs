@@ -142,18 +142,55 @@ pub fn check_pid(pid: u32) -> Result<()> {
     Ok(())
 }
 
+/// The process (thread group) `tid` belongs to, from /proc/TID/status.
+fn tgid_of(tid: u32) -> Result<u32> {
+    let status = fs::read_to_string(format!("/proc/{tid}/status"))
+        .map_err(|e| anyhow!("no such process: pid {tid} ({e})"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| anyhow!("no Tgid in /proc/{tid}/status"))
+}
+
+/// A pid rule's target: a process, not one of its other threads (a rule
+/// is kept per process, so a thread id would never match).
+fn check_process(pid: u32) -> Result<()> {
+    check_pid(pid)?;
+    let tgid = tgid_of(pid)?;
+    if tgid != pid {
+        bail!("pid {pid} is a thread of process {tgid}: rules apply to whole processes, use pid {tgid}");
+    }
+    Ok(())
+}
+
+/// A cgroup rule's target must have the cpu controller (or be the root):
+/// tasks are matched by the cgroup the cpu controller puts them in.
+fn check_cpu_controller(path: &Path) -> Result<()> {
+    let root = path.parent().is_none_or(|p| cgroup_id(p).is_err());
+    if root || path.join("cpu.weight").exists() {
+        return Ok(());
+    }
+    bail!(
+        "cgroup {} does not have the cpu controller: enable it with `echo +cpu > {}/cgroup.subtree_control`",
+        path.display(),
+        path.parent().map_or_else(|| "/".into(), |p| p.display().to_string())
+    )
+}
+
 impl Target {
     /// Check that the target exists and make its map key.
     pub fn key(&self) -> Result<Key> {
         Ok(match self {
             Target::Pid(pid) => {
-                check_pid(*pid)?;
+                check_process(*pid)?;
                 Key::Rule(bpf_intf::latcfs_rule_kind_LATCFS_RULE_PID, *pid as u64)
             }
-            Target::Cgroup(path) => Key::Rule(
-                bpf_intf::latcfs_rule_kind_LATCFS_RULE_CGROUP,
-                cgroup_id(path)?,
-            ),
+            Target::Cgroup(path) => {
+                let id = cgroup_id(path)?;
+                check_cpu_controller(path)?;
+                Key::Rule(bpf_intf::latcfs_rule_kind_LATCFS_RULE_CGROUP, id)
+            }
             Target::Comm(comm) => {
                 let mut k = [0u8; COMM_LEN];
                 k[..comm.len()].copy_from_slice(comm.as_bytes());
@@ -161,6 +198,102 @@ impl Target {
             }
         })
     }
+}
+
+impl Target {
+    /// The map key of a rule to remove: like key(), but a process may
+    /// have exited since.
+    pub fn key_to_remove(&self) -> Result<Key> {
+        match self {
+            Target::Pid(pid) => Ok(Key::Rule(
+                bpf_intf::latcfs_rule_kind_LATCFS_RULE_PID,
+                *pid as u64,
+            )),
+            Target::Cgroup(path) => Ok(Key::Rule(
+                bpf_intf::latcfs_rule_kind_LATCFS_RULE_CGROUP,
+                cgroup_id(path)?,
+            )),
+            Target::Comm(_) => self.key(),
+        }
+    }
+}
+
+impl Key {
+    /// The rule's target as `list` prints it: the cgroup's path if it
+    /// still exists under `cgroot`.
+    pub fn describe(&self, cgroot: &Path) -> String {
+        match self {
+            Key::Comm(k) => {
+                let end = k.iter().position(|&b| b == 0).unwrap_or(k.len());
+                format!("comm:{}", String::from_utf8_lossy(&k[..end]))
+            }
+            Key::Rule(kind, id) if *kind == bpf_intf::latcfs_rule_kind_LATCFS_RULE_PID => {
+                format!("pid:{id}")
+            }
+            Key::Rule(_, id) => find_cgroup(cgroot, *id).map_or_else(
+                || format!("cgroup id {id} (removed)"),
+                |p| p.display().to_string(),
+            ),
+        }
+    }
+}
+
+/// Where cgroup v2 is mounted.
+pub const CGROUP_ROOT: &str = "/sys/fs/cgroup";
+
+/// Whether the cgroup of id `id` is gone: opening it by its file handle (a
+/// kernfs handle is the 8-byte id) fails with ESTALE. Any other failure
+/// (no cgroup2 at CGROUP_ROOT, no privilege) counts as not gone.
+fn cgroup_gone(id: u64) -> bool {
+    const FILEID_KERNFS: i32 = 0xfe;
+    #[repr(C)]
+    struct Handle {
+        bytes: u32,
+        kind: i32,
+        id: u64,
+    }
+    let Ok(root) = fs::File::open(CGROUP_ROOT) else {
+        return false;
+    };
+    let mut h = Handle {
+        bytes: 8,
+        kind: FILEID_KERNFS,
+        id,
+    };
+    // SAFETY: open_by_handle_at reads the handle and returns an fd or -1.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_open_by_handle_at,
+            std::os::fd::AsRawFd::as_raw_fd(&root),
+            &mut h as *mut Handle,
+            libc::O_RDONLY | libc::O_DIRECTORY,
+        )
+    };
+    if fd >= 0 {
+        // SAFETY: the fd is ours and closed once.
+        unsafe { libc::close(fd as i32) };
+        return false;
+    }
+    std::io::Error::last_os_error().raw_os_error() == Some(libc::ESTALE)
+}
+
+/// The directory under `root` whose cgroup id is `id`.
+fn find_cgroup(root: &Path, id: u64) -> Option<PathBuf> {
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        let meta = fs::symlink_metadata(&d).ok()?;
+        if meta.ino() == id {
+            return Some(d);
+        }
+        if let Ok(rd) = fs::read_dir(&d) {
+            dirs.extend(
+                rd.flatten()
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                    .map(|e| e.path()),
+            );
+        }
+    }
+    None
 }
 
 fn rule_key_bytes(kind: bpf_intf::latcfs_rule_kind, id: u64) -> Vec<u8> {
@@ -178,18 +311,105 @@ pub struct RuleMaps<'a, M: MapCore> {
     pub ctl: &'a M,
 }
 
+/// Capacities of the rule maps (bpf/latency.bpf.h).
+const RULES_MAX: u32 = 4096;
+const COMM_RULES_MAX: u32 = 1024;
+
 impl<M: MapCore> RuleMaps<'_, M> {
     /// Write one rule. Tasks see it after bump_gen().
     pub fn set(&self, key: &Key, nice: i32) -> Result<()> {
         let v = nice.to_ne_bytes();
-        match key {
-            Key::Rule(kind, id) => {
+        let (res, full) = match key {
+            Key::Rule(kind, id) => (
                 self.rules
-                    .update(&rule_key_bytes(*kind, *id), &v, MapFlags::ANY)
+                    .update(&rule_key_bytes(*kind, *id), &v, MapFlags::ANY),
+                format!("{RULES_MAX} pid and cgroup rules"),
+            ),
+            Key::Comm(k) => (
+                self.comm.update(k, &v, MapFlags::ANY),
+                format!("{COMM_RULES_MAX} command name rules"),
+            ),
+        };
+        res.map_err(|e| {
+            if e.kind() == libbpf_rs::ErrorKind::TooBig {
+                anyhow!("the latency nice rule table is full ({full}): remove some with `scx_latcfs latency-nice unset`")
+            } else {
+                anyhow!(e).context("writing the latency nice rule")
             }
-            Key::Comm(k) => self.comm.update(k, &v, MapFlags::ANY),
+        })
+    }
+
+    /// Remove one rule; an error if there was none. Tasks see it after
+    /// bump_gen().
+    pub fn unset(&self, key: &Key) -> Result<()> {
+        let res = match key {
+            Key::Rule(kind, id) => self.rules.delete(&rule_key_bytes(*kind, *id)),
+            Key::Comm(k) => self.comm.delete(k),
+        };
+        res.map_err(|e| {
+            if e.kind() == libbpf_rs::ErrorKind::NotFound {
+                anyhow!("there is no such rule")
+            } else {
+                anyhow!(e).context("removing the latency nice rule")
+            }
+        })
+    }
+
+    /// Every rule the maps hold.
+    pub fn dump(&self) -> Result<Vec<(Key, i32)>> {
+        let nice = |v: Option<Vec<u8>>| -> Option<i32> {
+            v.and_then(|b| {
+                b.get(..4)
+                    .map(|b| i32::from_ne_bytes(b.try_into().unwrap_or([0; 4])))
+            })
+        };
+        let mut out = vec![];
+        for k in self.rules.keys() {
+            let (Some(id), Some(kind)) = (k.get(..8), k.get(8..12)) else {
+                continue;
+            };
+            let id = u64::from_ne_bytes(id.try_into().unwrap_or([0; 8]));
+            let kind = u32::from_ne_bytes(kind.try_into().unwrap_or([0; 4]));
+            let v = self
+                .rules
+                .lookup(&k, MapFlags::ANY)
+                .context("reading a latency nice rule")?;
+            if let Some(v) = nice(v) {
+                out.push((Key::Rule(kind as bpf_intf::latcfs_rule_kind, id), v));
+            }
         }
-        .context("writing the latency nice rule")
+        for k in self.comm.keys() {
+            let Ok(name) = <[u8; COMM_LEN]>::try_from(k.as_slice()) else {
+                continue;
+            };
+            let v = self
+                .comm
+                .lookup(&k, MapFlags::ANY)
+                .context("reading a latency nice rule")?;
+            if let Some(v) = nice(v) {
+                out.push((Key::Comm(name), v));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Remove the rules of processes and cgroups that no longer exist (the
+    /// BPF side removes a pid rule when the process' last thread goes; this
+    /// catches the rest). Returns how many.
+    pub fn forget_dead(&self) -> Result<usize> {
+        let mut n = 0;
+        for (key, _) in self.dump()? {
+            let Key::Rule(kind, id) = key else { continue };
+            let gone = if kind == bpf_intf::latcfs_rule_kind_LATCFS_RULE_PID {
+                !Path::new(&format!("/proc/{id}")).exists()
+            } else {
+                cgroup_gone(id)
+            };
+            if gone && self.rules.delete(&rule_key_bytes(kind, id)).is_ok() {
+                n += 1;
+            }
+        }
+        Ok(n)
     }
 
     /// Tell every task to look its latency nice up again.
@@ -223,16 +443,20 @@ impl Pinned {
         let running = fs::read_to_string(format!("{}/root/ops", crate::preflight::SCHED_EXT_SYSFS))
             .map(|s| s.starts_with("latcfs"))
             .unwrap_or(false);
-        let open = |name: &str| MapHandle::from_pinned_path(Path::new(PIN_DIR).join(name));
-        match (running, open("lat_rules")) {
-            (true, Ok(rules)) => Ok(Self {
-                rules,
-                comm: open("lat_comm").context("opening pinned lat_comm")?,
-                ctl: open("lat_ctl").context("opening pinned lat_ctl")?,
-                task_ctx: open("task_ctx_stor").context("opening pinned task_ctx_stor")?,
-            }),
-            _ => bail!("no running scx_latcfs instance (start one with `scx_latcfs`)"),
+        if !running {
+            bail!("no running scx_latcfs instance (start one with `scx_latcfs`)");
         }
+        let open = |name: &str| {
+            let path = Path::new(PIN_DIR).join(name);
+            MapHandle::from_pinned_path(&path)
+                .with_context(|| format!("opening the running instance's map {}", path.display()))
+        };
+        Ok(Self {
+            rules: open("lat_rules")?,
+            comm: open("lat_comm")?,
+            ctl: open("lat_ctl")?,
+            task_ctx: open("task_ctx_stor")?,
+        })
     }
 
     pub fn rule_maps(&self) -> RuleMaps<'_, MapHandle> {
@@ -245,27 +469,58 @@ impl Pinned {
 
     /// The latency nice a task currently has in the scheduler.
     pub fn task_nice(&self, pid: u32) -> Result<i32> {
-        check_pid(pid)?;
-        // SAFETY: pidfd_open takes a pid and flags and returns an fd or -1.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-        if fd < 0 {
-            bail!("pidfd_open({pid}): {}", std::io::Error::last_os_error());
-        }
-        let fd = fd as i32;
-        let res = self.task_ctx.lookup(&fd.to_ne_bytes(), MapFlags::ANY);
-        // SAFETY: fd is ours and closed once.
-        unsafe { libc::close(fd) };
-        let bytes = res
-            .with_context(|| format!("reading the scheduler state of pid {pid}"))?
-            .ok_or_else(|| anyhow!("pid {pid} is not scheduled by scx_latcfs"))?;
-        if bytes.len() < std::mem::size_of::<bpf_intf::task_ctx>() {
-            bail!("unexpected task state size {}", bytes.len());
-        }
-        // SAFETY: the map value is a struct task_ctx (bpf/intf.h), length checked.
-        let tctx: bpf_intf::task_ctx =
-            unsafe { std::ptr::read_unaligned(bytes.as_ptr() as *const bpf_intf::task_ctx) };
-        Ok(tctx.lat_nice as i32)
+        Ok(task_ctx(&self.task_ctx, pid, 0)?.lat_nice as i32)
     }
+}
+
+/// PIDFD_THREAD (include/uapi/linux/pidfd.h): a pidfd for one thread.
+const PIDFD_THREAD: u32 = libc::O_EXCL as u32;
+
+/// A task's struct task_ctx from the task storage map `map`, by a pidfd
+/// opened with `flags` (0 for a process, PIDFD_THREAD for a thread).
+fn task_ctx(map: &impl MapCore, pid: u32, flags: u32) -> Result<bpf_intf::task_ctx> {
+    check_pid(pid)?;
+    // SAFETY: pidfd_open takes a pid and flags and returns an fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, flags) };
+    if fd < 0 {
+        bail!("pidfd_open({pid}): {}", std::io::Error::last_os_error());
+    }
+    let fd = fd as i32;
+    let res = map.lookup(&fd.to_ne_bytes(), MapFlags::ANY);
+    // SAFETY: fd is ours and closed once.
+    unsafe { libc::close(fd) };
+    let bytes = res
+        .with_context(|| format!("reading the scheduler state of pid {pid}"))?
+        .ok_or_else(|| anyhow!("pid {pid} is not scheduled by scx_latcfs"))?;
+    if bytes.len() < std::mem::size_of::<bpf_intf::task_ctx>() {
+        bail!("unexpected task state size {}", bytes.len());
+    }
+    // SAFETY: the map value is a struct task_ctx (bpf/intf.h), length checked.
+    Ok(unsafe { std::ptr::read_unaligned(bytes.as_ptr() as *const bpf_intf::task_ctx) })
+}
+
+/// The per-task values tasks inherited at fork (not given by a rule), by
+/// thread id, from the task storage map of a scheduler that is going away,
+/// so that the next one can give them back. Threads that went away
+/// meanwhile are skipped.
+pub fn inherited_values(map: &impl MapCore) -> Vec<(u32, i32)> {
+    let tids = fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|p| p.file_name().to_str()?.parse::<u32>().ok())
+        .flat_map(|pid| {
+            fs::read_dir(format!("/proc/{pid}/task"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|t| t.file_name().to_str()?.parse::<u32>().ok())
+        });
+    tids.filter_map(|tid| {
+        let t = task_ctx(map, tid, PIDFD_THREAD).ok()?;
+        (t.has_own && !t.own_from_rule).then_some((tid, t.own_nice as i32))
+    })
+    .collect()
 }
 
 /// Make sure a bpf file system is mounted at /sys/fs/bpf.

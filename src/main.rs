@@ -59,21 +59,40 @@ fn run(opts: cli::Opts) -> Result<()> {
 
     // The stats server lives as long as this process, across restarts;
     // --stats prints through it like any other client. Dropping it at the
-    // end removes its socket.
+    // end removes its socket. It starts once the first attach succeeded:
+    // an instance that lost a race to attach must not touch the winner's
+    // socket.
     let socket = Path::new(stats::SOCKET);
-    let (_server, mut feed) = stats::Server::launch(socket)?;
-    if let Some(every) = opts.stats {
-        stats::spawn_printer(socket, every, stats_format(opts.json), shutdown.clone())?;
-    }
+    let mut stats: Option<(stats::Server, stats::Feed)> = None;
 
+    let (mut rules, mut carry) = (rules, vec![]);
     loop {
         let mut open_object = MaybeUninit::uninit();
-        let mut sched = sched::Scheduler::init(&opts, &rules, &mut open_object)?;
-        let exit = sched.run(&shutdown, &mut feed)?;
+        let mut sched = sched::Scheduler::init(&opts, &rules, &carry, &mut open_object)?;
+        let feed = match &mut stats {
+            Some((_, feed)) => feed,
+            slot @ None => {
+                let server = stats::Server::launch(socket)?;
+                if let Some(every) = opts.stats {
+                    stats::spawn_printer(socket, every, stats_format(opts.json), shutdown.clone())?;
+                }
+                &mut slot.insert(server).1
+            }
+        };
+        let exit = sched.run(&shutdown, feed)?;
         if !exit.should_restart() {
             return Ok(());
         }
-        info!("the kernel asked for a restart; reloading");
+        // The rules now in force, with those `latency-nice set` made at
+        // run time, and the values tasks inherited at fork go to the next
+        // instance.
+        rules = sched.rules()?;
+        carry = sched.inherited();
+        info!(
+            "the kernel asked for a restart; reloading with {} latency nice rules and {} inherited values",
+            rules.len(),
+            carry.len()
+        );
     }
 }
 
@@ -107,6 +126,20 @@ fn latency_nice(cmd: cli::LatencyNiceCmd) -> Result<()> {
             maps.set(&key, value)?;
             maps.bump_gen()?;
             println!("latency nice of {target} set to {value}");
+        }
+        cli::LatencyNiceCmd::Unset { target } => {
+            let target = target.target();
+            let maps = pinned.rule_maps();
+            maps.unset(&target.key_to_remove()?)
+                .with_context(|| format!("latency nice of {target}"))?;
+            maps.bump_gen()?;
+            println!("latency nice rule of {target} removed");
+        }
+        cli::LatencyNiceCmd::List => {
+            let cgroot = Path::new(latency::CGROUP_ROOT);
+            for (key, nice) in pinned.rule_maps().dump()? {
+                println!("{}={nice}", key.describe(cgroot));
+            }
         }
         cli::LatencyNiceCmd::Get { pid } => println!("{}", pinned.task_nice(pid)?),
     }

@@ -3,11 +3,11 @@
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use libbpf_rs::{MapCore, MapFlags, OpenObject};
-use log::{info, warn};
+use log::{debug, info, warn};
 use scx_utils::{
     scx_ops_attach, scx_ops_load, scx_ops_open, uei_exited, uei_report, Topology, UserExitInfo,
 };
@@ -21,6 +21,10 @@ use crate::stats::{Counters, Feed, NAMES};
 /// How often the run loop looks at the exit state and the stop flag (it
 /// answers stats requests in between).
 const POLL: Duration = Duration::from_millis(100);
+
+/// How often the run loop looks for cgroups the BPF side could not track
+/// and for rules whose process or cgroup is gone.
+const HOUSEKEEPING: Duration = Duration::from_secs(1);
 
 /// Hand the CPU topology (LLC of each CPU, SMT) to the BPF side.
 fn set_topology(rodata: &mut crate::bpf_skel::types::rodata) -> Result<()> {
@@ -53,6 +57,21 @@ fn set_topology(rodata: &mut crate::bpf_skel::types::rodata) -> Result<()> {
     Ok(())
 }
 
+/// Why an attach failed: the kernel's exit info when the BPF side said why
+/// (an error in ops.init() or in a task's or cgroup's init), and a plain
+/// sentence when another scheduler took sched_ext first.
+fn attach_error(e: anyhow::Error, why: Option<anyhow::Error>) -> anyhow::Error {
+    if let Some(why) = why {
+        return e.context(format!("{why:#}"));
+    }
+    // Another instance (or scheduler) won a race past our preflight check.
+    match crate::preflight::check_sched_ext(std::path::Path::new(crate::preflight::SCHED_EXT_SYSFS))
+    {
+        Err(other) => other,
+        Ok(()) => e,
+    }
+}
+
 pub struct Scheduler<'a> {
     skel: BpfSkel<'a>,
     /// The struct_ops link: dropping it detaches the scheduler.
@@ -63,9 +82,12 @@ pub struct Scheduler<'a> {
 
 impl<'a> Scheduler<'a> {
     /// Open, configure, load (verify) and attach the BPF scheduler.
+    /// `carry` holds the per-task values tasks inherited at fork under a
+    /// previous scheduler (thread id, latency nice), empty at first start.
     pub fn init(
         opts: &Opts,
         rules: &[(Key, i32)],
+        carry: &[(u32, i32)],
         open_object: &'a mut MaybeUninit<OpenObject>,
     ) -> Result<Self> {
         let mut builder = BpfSkelBuilder::default();
@@ -94,6 +116,12 @@ impl<'a> Scheduler<'a> {
         rodata.cg_fast_paths = !opts.no_cgroup_fast_paths;
         rodata.test_error_after_ns = opts.test_error_after_ms.unwrap_or(0) * 1_000_000;
         set_topology(rodata)?;
+        if let Some(n) = opts.test_cgroup_capacity {
+            skel.maps
+                .cg_ctxs
+                .set_max_entries(n)
+                .context("setting the cgroup map's capacity")?;
+        }
 
         let mut skel = scx_ops_load!(skel, latcfs_ops, uei)?;
 
@@ -107,6 +135,18 @@ impl<'a> Scheduler<'a> {
         for (key, nice) in rules {
             maps.set(key, *nice)?;
         }
+        for (tid, nice) in carry {
+            skel.maps
+                .lat_carry
+                .update(&tid.to_ne_bytes(), &nice.to_ne_bytes(), MapFlags::ANY)
+                .context("carrying a task's latency nice over")?;
+        }
+        // The kernel lets one scheduler attach: whoever loses a race of two
+        // instances stops here, before it touches the winner's pins.
+        let link = match scx_ops_attach!(skel, latcfs_ops) {
+            Ok(link) => link,
+            Err(e) => return Err(attach_error(e, uei_report!(&skel, uei).err())),
+        };
         let m = &mut skel.maps;
         let pins = Pins::create(&mut [
             ("lat_rules", &mut m.lat_rules),
@@ -114,8 +154,6 @@ impl<'a> Scheduler<'a> {
             ("lat_ctl", &mut m.lat_ctl),
             ("task_ctx_stor", &mut m.task_ctx_stor),
         ])?;
-
-        let link = scx_ops_attach!(skel, latcfs_ops)?;
         info!(
             "scx_latcfs {} attached: slice {}us, sleeper credit {}us",
             crate::cli::VERSION,
@@ -129,26 +167,83 @@ impl<'a> Scheduler<'a> {
         })
     }
 
+    /// The per-task values tasks inherited at fork, by thread id.
+    pub fn inherited(&self) -> Vec<(u32, i32)> {
+        crate::latency::inherited_values(&self.skel.maps.task_ctx_stor)
+    }
+
+    /// The latency nice rules in force, with those set at run time.
+    pub fn rules(&self) -> Result<Vec<(Key, i32)>> {
+        RuleMaps {
+            rules: &self.skel.maps.lat_rules,
+            comm: &self.skel.maps.lat_comm,
+            ctl: &self.skel.maps.lat_ctl,
+        }
+        .dump()
+    }
+
+    /// Remove the rules of processes and cgroups that are gone.
+    fn forget_dead_pids(&self) -> Result<()> {
+        let n = RuleMaps {
+            rules: &self.skel.maps.lat_rules,
+            comm: &self.skel.maps.lat_comm,
+            ctl: &self.skel.maps.lat_ctl,
+        }
+        .forget_dead()?;
+        if n > 0 {
+            debug!("removed {n} rules of exited processes and removed cgroups");
+        }
+        Ok(())
+    }
+
+    /// One counter, summed over CPUs.
+    fn counter(&self, idx: usize) -> Result<u64> {
+        let key = (idx as u32).to_ne_bytes();
+        let per_cpu = self
+            .skel
+            .maps
+            .stats
+            .lookup_percpu(&key, MapFlags::ANY)
+            .with_context(|| format!("reading stats counter {}", NAMES[idx]))?
+            .unwrap_or_default();
+        Ok(per_cpu
+            .iter()
+            .filter_map(|v| v.get(..8))
+            .map(|b| u64::from_ne_bytes(b.try_into().unwrap_or([0; 8])))
+            // wrapping: a gauge's per-CPU parts may be "negative"
+            .fold(0, u64::wrapping_add))
+    }
+
     /// Sum every counter over CPUs.
     fn counters(&self) -> Result<Counters> {
         let mut c = Counters::default();
         for (idx, slot) in c.0.iter_mut().enumerate() {
-            let key = (idx as u32).to_ne_bytes();
-            let per_cpu = self
-                .skel
-                .maps
-                .stats
-                .lookup_percpu(&key, MapFlags::ANY)
-                .with_context(|| format!("reading stats counter {}", NAMES[idx]))?
-                .unwrap_or_default();
-            *slot = per_cpu
-                .iter()
-                .filter_map(|v| v.get(..8))
-                .map(|b| u64::from_ne_bytes(b.try_into().unwrap_or([0; 8])))
-                // wrapping: a gauge's per-CPU parts may be "negative"
-                .fold(0, u64::wrapping_add);
+            *slot = self.counter(idx)?;
         }
         Ok(c)
+    }
+
+    /// Log cgroups whose weights we no longer follow exactly, once per
+    /// new batch: `seen` holds the counts already logged.
+    fn log_degraded_cgroups(&self, seen: &mut [u64; 2]) -> Result<()> {
+        const WHAT: [(u32, &str); 2] = [
+            (
+                bpf_intf::latcfs_stat_LATCFS_STAT_CG_UNTRACKED,
+                "could not be tracked (no room or no memory in the BPF map): their tasks keep their own weight",
+            ),
+            (
+                bpf_intf::latcfs_stat_LATCFS_STAT_CG_FLATTENED,
+                "are deeper than the tracked depth: each is accounted as its ancestor at that depth",
+            ),
+        ];
+        for ((idx, what), seen) in WHAT.iter().zip(seen.iter_mut()) {
+            let n = self.counter(*idx as usize)?;
+            if n > *seen {
+                warn!("{} cgroups {what}", n - *seen);
+                *seen = n;
+            }
+        }
+        Ok(())
     }
 
     /// Run until `shutdown` is set or the kernel ends the scheduler,
@@ -156,8 +251,15 @@ impl<'a> Scheduler<'a> {
     /// `feed`; then detach and return why it ended (an error if the BPF
     /// side failed).
     pub fn run(&mut self, shutdown: &Arc<AtomicBool>, feed: &mut Feed) -> Result<UserExitInfo> {
+        let mut degraded = [0; 2];
+        let mut checked = Instant::now();
         while !shutdown.load(Ordering::Relaxed) && !uei_exited!(&self.skel, uei) {
             feed.serve(POLL, || self.counters())?;
+            if checked.elapsed() >= HOUSEKEEPING {
+                checked = Instant::now();
+                self.log_degraded_cgroups(&mut degraded)?;
+                self.forget_dead_pids()?;
+            }
         }
         self.link.take();
         // A restarted scheduler counts from 0 again: keep the totals going.

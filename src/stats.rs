@@ -51,6 +51,9 @@ pub const NAMES: [&str; bpf_intf::latcfs_stat_LATCFS_NR_STATS as usize] = [
     "cg_move_skip",
     "cg_recompute",
     "cg_active",
+    "cg_untracked",
+    "cg_flattened",
+    "cg_exit_active",
     "rescue",
     "idle_kick",
     "cpu_release",
@@ -186,6 +189,18 @@ pub struct LatcfsStats {
     pub cg_recompute: u64,
     #[stat(desc = "cgroups active now (a runnable task or an active child): a level, not a count")]
     pub cg_active: u64,
+    #[stat(
+        desc = "cgroups that could not be tracked (no room or no memory): their tasks keep their own weight"
+    )]
+    pub cg_untracked: u64,
+    #[stat(
+        desc = "cgroups deeper than the tracked depth, accounted as their ancestor at that depth"
+    )]
+    pub cg_flattened: u64,
+    #[stat(
+        desc = "cgroups removed while still active (a task's last dequeue to come), taken out of their parent at removal"
+    )]
+    pub cg_exit_active: u64,
     #[stat(desc = "tasks served ahead of the queue for having waited longer than --max-wait-ms")]
     pub rescue: u64,
     #[stat(desc = "idle CPUs woken for a task just queued")]

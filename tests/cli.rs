@@ -36,6 +36,7 @@ fn every_range_is_checked_at_both_ends() {
         ("--stats", "0.09", "3601", "0.1..=3600"),
         ("--monitor", "0", "3601", "0.1..=3600"),
         ("--test-error-after-ms", "0", "3600001", "1..=3600000"),
+        ("--test-cgroup-capacity", "0", "65537", "1..=65536"),
     ];
     for (flag, low, high, range) in cases {
         refused(&[flag, low], &[flag, range]);
@@ -76,6 +77,7 @@ fn conflicting_flags_are_refused() {
         &["--no-prev-cpu"],
         &["--no-cgroup-fast-paths"],
         &["--test-error-after-ms", "5"],
+        &["--test-cgroup-capacity", "5"],
     ] {
         let mut args = vec!["--monitor", "1"];
         args.extend_from_slice(flag);

@@ -203,6 +203,154 @@ test_root_fast() {
 		fail "cg_root_fast=$fast cg_recompute=$recompute"
 }
 
+# warned WHAT: the count the loader logged for cgroups it could not track
+# (WHAT=tracked) or flattened (WHAT=deeper), summed over its warnings.
+warned() {
+	case $1 in
+	tracked) grep -o '[0-9]* cgroups could not be tracked' "$WORK/sched.err" ;;
+	deeper) grep -o '[0-9]* cgroups are deeper' "$WORK/sched.err" ;;
+	esac | awk '{ s += $1 } END { print s + 0 }'
+}
+
+test_many_cgroups() {
+	# 17,000 cgroups with the cpu controller, more than the 16,384 entries
+	# the BPF side once had: every mkdir succeeds while attached, the
+	# scheduler stays, attaches again with them all present, and tracks
+	# every one.
+	local n=17000 dir=$CG/many errs made
+	mkdir -p $dir && echo +cpu > $dir/cgroup.subtree_control || return 1
+	start_sched || return 1
+	errs=$(cd $dir && mkdir $(seq -f c%g 1 $n) 2>&1 | wc -l)
+	made=$(ls -d $dir/c[0-9]* | wc -l)
+	is_attached || { fail "detached while creating $n cgroups: $(state)"; return 1; }
+	stop_sched INT
+	echo "  $made of $n cgroups made while attached ($errs mkdir errors)"
+	start_sched || { rmdir $dir/c[0-9]* $dir; return 1; }
+	sleep 3
+	local untracked; untracked=$(warned tracked)
+	stop_sched INT
+	rmdir $dir/c[0-9]* $dir
+	echo "  attached again with them present: $untracked untracked"
+	[ "$errs" -eq 0 ] && [ "$made" -eq $n ] ||
+		{ fail "$errs of $n cgroup mkdirs failed while attached"; return 1; }
+	[ "$untracked" -eq 0 ] && [ "$SCHED_RC" -eq 0 ] && no_errors ||
+		fail "$untracked cgroups untracked, loader rc $SCHED_RC"
+}
+
+test_capacity() {
+	# With room for 50 cgroups (a test flag), 100 present at load and 100
+	# more made while attached: the attach and every mkdir succeed, the
+	# loader logs the untracked ones, and their hogs run.
+	local dir=$CG/cap errs
+	mkdir -p $dir && echo +cpu > $dir/cgroup.subtree_control || return 1
+	(cd $dir && mkdir $(seq -f a%g 1 100)) || return 1
+	start_sched --test-cgroup-capacity 50 || { rmdir $dir/a* $dir; return 1; }
+	errs=$(cd $dir && mkdir $(seq -f b%g 1 100) 2>&1 | wc -l)
+	hogs_in $dir/a100 1
+	hogs_in $dir/b100 1
+	sleep 3
+	measure 3 $dir/a100 $dir/b100
+	kill_hogs
+	local untracked; untracked=$(warned tracked)
+	is_attached || { fail "detached: $(state)"; rmdir $dir/[ab]* $dir; return 1; }
+	stop_sched INT
+	rmdir $dir/[ab]* $dir
+	echo "  capacity 50: $errs mkdir errors, $untracked cgroups logged untracked;" \
+		"hogs in untracked cgroups used ${USED[0]} and ${USED[1]} usec"
+	[ "$errs" -eq 0 ] || { fail "$errs of 100 mkdirs failed at capacity"; return 1; }
+	[ "$untracked" -ge 150 ] || { fail "$untracked cgroups logged untracked, want at least 150"; return 1; }
+	[ "${USED[0]}" -gt 0 ] && [ "${USED[1]}" -gt 0 ] && [ "$SCHED_RC" -eq 0 ] && no_errors ||
+		fail "hogs used ${USED[*]} usec, loader rc $SCHED_RC"
+}
+
+test_exit_churn() {
+	# The nested example, while 300 short-lived cgroups under A (three
+	# churners at once) each lose their only task and are removed at once.
+	# do_exit() runs cgroup_exit() before the task's last schedule, so the
+	# rmdir, and then ops.cgroup_exit(), can come before the task's last
+	# dequeue; the cgroup must not stay in A's sum, or B and C lose share
+	# for good (cg_exit_active counts the cgroups that went while active).
+	new_cg $CG/A 100 && echo +cpu > $CG/A/cgroup.subtree_control &&
+		new_cg $CG/A/B 100 && new_cg $CG/A/C 100 && new_cg $CG/D 200 || return 1
+	start_sched --stats 1 || return 1
+	hogs_in $CG/A/B 2
+	hogs_in $CG/A/C 2
+	hogs_in $CG/D 2
+	local j churners=()
+	rm -f $WORK/churn.fail
+	for j in 1 2 3; do
+		(
+			for i in $(seq $j 3 300); do
+				t=$CG/A/t$i
+				mkdir $t || { echo "mkdir $t" >> $WORK/churn.fail; exit; }
+				sh -c 'echo $$ > "$0/cgroup.procs" && exec true' $t
+				rmdir $t 2>/dev/null || { sleep 0.1; rmdir $t; } ||
+					echo "rmdir $t" >> $WORK/churn.fail
+			done
+		) &
+		churners+=($!)
+	done
+	wait "${churners[@]}"
+	sleep 1
+	measure 10 $CG/A/B $CG/A/C $CG/D
+	kill_hogs
+	stop_sched INT
+	local total=$((USED[0] + USED[1] + USED[2])) b c d
+	b=$(ratio "${USED[0]}" $total) c=$(ratio "${USED[1]}" $total) d=$(ratio "${USED[2]}" $total)
+	echo "  after 300 churned cgroups: shares B=$b C=$c D=$d (ideal 0.17 0.17 0.67);" \
+		"cg_exit_active=$(counter cg_exit_active)"
+	rm_cg $CG/A/t* $CG/A/B $CG/A/C $CG/A $CG/D
+	[ ! -s $WORK/churn.fail ] || { fail "churn failed: $(head -n3 $WORK/churn.fail)"; return 1; }
+	within "$b" 0.117 0.217 && within "$c" 0.117 0.217 && within "$d" 0.617 0.717 ||
+		fail "shares B=$b C=$c D=$d, want 1/6 1/6 2/3 within 0.05"
+}
+
+# deep_chain TOP DEPTH: cgroups TOP/l2/.../lDEPTH (TOP is level 1), each
+# below TOP at cpu.weight 10000; prints the deepest one's path.
+deep_chain() {
+	local path=$1 l
+	for l in $(seq 2 "$2"); do
+		echo +cpu > $path/cgroup.subtree_control || return 1
+		path=$path/l$l
+		mkdir -p $path && echo 10000 > $path/cpu.weight || return 1
+	done
+	echo $path
+}
+
+test_deep() {
+	# A 40-level chain whose top cgroup has cpu.weight 100, every level
+	# below it 10000, beside a top-level cgroup of 300. Each level is the
+	# only child of its parent, so hogs anywhere in the chain get the top
+	# cgroup's share: 1:3. At depth 20 the weight walks must reach the top;
+	# at depth 40, past the tracked depth, the cgroup is accounted as its
+	# ancestor at that depth, and the loader says so.
+	local l20 l40 r20 r40
+	new_cg $CG/deep 100 && new_cg $CG/flat 300 || return 1
+	l40=$(deep_chain $CG/deep 40) || { fail "could not make a 40-level chain"; return 1; }
+	l20=${l40%%/l21/*}
+	start_sched || return 1
+	hogs_in $l20 2
+	hogs_in $CG/flat 2
+	sleep 1
+	measure 6 $CG/deep $CG/flat
+	r20=$(ratio "${USED[1]}" "${USED[0]}")
+	echo "${HOGS[0]}" > $l40/cgroup.procs && echo "${HOGS[1]}" > $l40/cgroup.procs
+	sleep 1
+	measure 6 $CG/deep $CG/flat
+	r40=$(ratio "${USED[1]}" "${USED[0]}")
+	kill_hogs
+	local deeper; deeper=$(warned deeper)
+	stop_sched INT
+	echo "  flat/deep with hogs at depth 20: $r20, at depth 40: $r40 (ideal 3);" \
+		"$deeper cgroups logged as deeper than tracked"
+	local p=$l40
+	while [ "$p" != "$CG" ]; do rmdir $p; p=${p%/*}; done
+	rm_cg $CG/flat
+	within "$r20" 2.0 4.5 || { fail "flat/deep = $r20 at depth 20, want about 3"; return 1; }
+	within "$r40" 2.0 4.5 || { fail "flat/deep = $r40 at depth 40, want about 3"; return 1; }
+	[ "$deeper" -ge 8 ] && no_errors || fail "$deeper cgroups logged as too deep, want 8"
+}
+
 run_test "cpu.weight 100:300 siblings split 1:3" test_siblings
 run_test "nested A{B,C},D shares 1/6 1/6 2/3" test_nested
 run_test "cpu.weight change applies to running tasks" test_weight_change
@@ -210,4 +358,8 @@ run_test "moving a running task moves its bookkeeping" test_move
 run_test "200 cgroups churned under hackbench" test_churn
 run_test "a 'sleep 0 &' storm elides no-op requeues" test_storm
 run_test "root tasks take the fast path" test_root_fast
+run_test "17,000 cgroups: every mkdir succeeds, all tracked" test_many_cgroups
+run_test "past the capacity, cgroups are untracked, never refused" test_capacity
+run_test "cgroups removed before their task's last dequeue leave no weight" test_exit_churn
+run_test "a 40-level hierarchy gets its share at depth 20 and 40" test_deep
 finish

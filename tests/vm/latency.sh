@@ -180,6 +180,115 @@ test_runtime_changes() {
 	[ "$(counter lat_preempt)" -gt "$before" ] || { fail "setting -20 at run time changed nothing in the stats"; return 1; }
 }
 
+test_rules_survive_restart() {
+	# Rules set at run time, the command line's, and a value inherited at
+	# fork survive the restart CPU hotplug makes the kernel ask for.
+	local cpu=/sys/devices/system/cpu/cpu1/online
+	[ -w $cpu ] || { fail "cpu1 cannot be taken offline here"; return 1; }
+	start_sched --latency-nice comm:latcfs-probe=-7 || return 1
+	run_in $CG/fg bash -c 'while :; do sleep 0.2; done'; local fgt=$!
+	bash -c 'sleep 3; sleep 120 & wait' & local sh=$!
+	"$LATCFS" latency-nice set --cgroup $CG/fg -13 > /dev/null &&
+		"$LATCFS" latency-nice set --pid $sh 9 > /dev/null || { kill $fgt $sh; return 1; }
+	local child=
+	wait_for 10 eval 'child=$(pgrep -P '"$sh"' -x sleep | head -n1); [ -n "$child" ] && [ "$(tr "\0" " " < /proc/$child/cmdline 2>/dev/null)" = "sleep 120 " ]'
+	[ -n "$child" ] || { kill $fgt $sh; fail "no child forked"; return 1; }
+	expect_nice $fgt -13 && expect_nice $sh 9 && expect_nice $child 9 || { kill $fgt $sh $child; return 1; }
+	echo 0 > $cpu
+	sleep 1
+	wait_for 60 is_attached || { echo 1 > $cpu; kill $fgt $sh $child; fail "not attached again after cpu1 went offline"; return 1; }
+	echo 1 > $cpu
+	sleep 1
+	wait_for 60 is_attached || { kill $fgt $sh $child; fail "not attached again after cpu1 came back"; return 1; }
+	local restarts; restarts=$(grep -c 'asked for a restart' "$WORK/sched.err")
+	"$PROBE" wake 5 5000 > /dev/null & local probe=$!
+	expect_nice $fgt -13 && expect_nice $sh 9 && expect_nice $child 9 && expect_nice $probe -7 ||
+		{ kill $fgt $sh $child $probe; return 1; }
+	echo "  after $restarts restarts: cgroup rule -13, pid rule 9, inherited 9, comm rule -7 still apply;" \
+		"$(grep 'asked for a restart' "$WORK/sched.err" | tail -n1)"
+	kill $fgt $sh $child $probe; wait $fgt $sh $probe 2>/dev/null
+	stop_sched INT
+	[ "$restarts" -ge 1 ] || fail "no restart logged"
+}
+
+test_unset_and_list() {
+	# list prints every rule as --latency-nice takes it; unset removes one,
+	# and the task it applied to goes back to the next rule that applies.
+	start_sched --latency-nice "$CG/fg=-4" || return 1
+	run_in $CG/fg bash -c 'while :; do sleep 0.2; done'; local fgt=$!
+	"$LATCFS" latency-nice set --pid $fgt -11 > /dev/null &&
+		"$LATCFS" latency-nice set --comm nothing-runs-me 3 > /dev/null || { kill $fgt; return 1; }
+	expect_nice $fgt -11 || { kill $fgt; return 1; }
+	"$LATCFS" latency-nice list > "$WORK/list" || { kill $fgt; fail "list failed"; return 1; }
+	sort "$WORK/list" > "$WORK/list.sorted"
+	printf '%s\n' "$CG/fg=-4" "comm:nothing-runs-me=3" "pid:$fgt=-11" | sort > "$WORK/list.want"
+	cmp -s "$WORK/list.sorted" "$WORK/list.want" ||
+		{ kill $fgt; fail "list printed '$(tr '\n' ' ' < "$WORK/list")'"; return 1; }
+	"$LATCFS" latency-nice unset --pid $fgt > /dev/null || { kill $fgt; fail "unset --pid failed"; return 1; }
+	expect_nice $fgt -4 || { kill $fgt; return 1; }
+	"$LATCFS" latency-nice unset --cgroup $CG/fg > /dev/null || { kill $fgt; fail "unset --cgroup failed"; return 1; }
+	expect_nice $fgt 0 || { kill $fgt; return 1; }
+	one_line_error "there is no such rule" "$LATCFS" latency-nice unset --cgroup $CG/fg ||
+		{ kill $fgt; return 1; }
+	"$LATCFS" latency-nice list > "$WORK/list" || { kill $fgt; return 1; }
+	echo "  listed: $(tr '\n' ' ' < "$WORK/list.sorted"); after unset --pid: -4, --cgroup: 0; left: $(tr '\n' ' ' < "$WORK/list")"
+	kill $fgt; wait $fgt 2>/dev/null
+	stop_sched INT
+	[ "$(cat "$WORK/list")" = "comm:nothing-runs-me=3" ] || fail "rules left: $(cat "$WORK/list")"
+}
+
+test_rule_targets() {
+	# A thread id and a cgroup without the cpu controller would never
+	# match: both are refused. A pid rule goes with its process, so a
+	# process that reuses the pid does not inherit it.
+	mkdir -p $CG/tree/leaf/nocpu
+	start_sched || return 1
+	"$PROBE" handoff 30 100 > /dev/null & local probe=$!
+	local tid=
+	wait_for 5 eval 'tid=$(ls /proc/'"$probe"'/task | grep -vx '"$probe"' | head -n1); [ -n "$tid" ]'
+	[ -n "$tid" ] || { kill $probe; fail "the probe has no second thread"; return 1; }
+	one_line_error "is a thread of process $probe" "$LATCFS" latency-nice set --pid $tid -5 &&
+		one_line_error "does not have the cpu controller" "$LATCFS" latency-nice set --cgroup $CG/tree/leaf/nocpu -5 ||
+		{ kill $probe; rmdir $CG/tree/leaf/nocpu; return 1; }
+	kill $probe; wait $probe 2>/dev/null
+	rmdir $CG/tree/leaf/nocpu
+	sh -c 'sleep 1' & local gone=$!
+	"$LATCFS" latency-nice set --pid $gone -9 > /dev/null || return 1
+	wait $gone
+	wait_for 5 eval '! "$LATCFS" latency-nice list | grep -q "^pid:'"$gone"'="'
+	local left; left=$("$LATCFS" latency-nice list | grep -c "^pid:$gone=")
+	stop_sched INT
+	echo "  a thread id and a cgroup without cpu refused; pid rule of an exited process: $left left"
+	[ "$left" -eq 0 ] || fail "the pid rule of exited process $gone is still listed"
+}
+
+test_concurrent_start() {
+	# Two instances started at once: one attaches, the other exits with one
+	# clear error, and the winner's pins (which latency-nice uses) stay.
+	local a b i
+	for i in 1 2 3; do
+		"$LATCFS" > "$WORK/a.out" 2> "$WORK/a.err" & a=$!
+		"$LATCFS" > "$WORK/b.out" 2> "$WORK/b.err" & b=$!
+		wait_for 60 is_attached || { kill $a $b; fail "neither attached"; return 1; }
+		sleep 2
+		local alive=() loser=
+		kill -0 $a 2>/dev/null && alive+=($a) || loser=a
+		kill -0 $b 2>/dev/null && alive+=($b) || loser=b
+		[ ${#alive[@]} -eq 1 ] || { kill $a $b; fail "round $i: ${#alive[@]} instances running"; return 1; }
+		local rc=0
+		if [ $loser = a ]; then wait $a || rc=$?; else wait $b || rc=$?; fi
+		[ $rc -ne 0 ] || { kill "${alive[@]}"; fail "round $i: the loser exited 0"; return 1; }
+		grep -q "another sched_ext scheduler is already attached" "$WORK/$loser.err" ||
+			{ kill "${alive[@]}"; fail "round $i: the loser said '$(head -c 300 "$WORK/$loser.err")'"; return 1; }
+		"$LATCFS" latency-nice list > /dev/null ||
+			{ kill "${alive[@]}"; fail "round $i: the winner's pins are gone after the loser exited"; return 1; }
+		kill -INT "${alive[0]}"; wait "${alive[0]}"
+		wait_for 10 is_detached || { fail "round $i: still attached after SIGINT"; return 1; }
+	done
+	echo "  3 rounds: one instance attached each time, the other exited non-zero: '$(grep "already attached" "$WORK/a.err" "$WORK/b.err" | tail -n1)'"
+	[ ! -e /sys/fs/bpf/scx_latcfs ] || fail "pins left behind"
+}
+
 echo "kernel $(uname -r), $(nproc) CPUs, binary $LATCFS"
 run_test "bad latency nice input is refused" test_bad_input
 run_test "latency nice 0 does no latency work" test_nice_zero_costs_nothing
@@ -187,4 +296,8 @@ run_test "-20 vs +19 hogs split the CPU evenly" test_offset_buys_no_bandwidth
 run_test "the starvation guard bounds the fair wait" test_starvation_guard
 run_test "cgroup rules apply to started and moved tasks" test_cgroup_rule
 run_test "comm, pid and cgroup rules change at run time" test_runtime_changes
+run_test "rules set at run time survive a restart" test_rules_survive_restart
+run_test "latency-nice list and unset" test_unset_and_list
+run_test "thread ids and cgroups without cpu are refused; pid rules die with their process" test_rule_targets
+run_test "of two instances started at once, one attaches and keeps its pins" test_concurrent_start
 finish
