@@ -65,6 +65,10 @@ start_sched() {
 		fail "did not attach within 60s (state $(state)): $(tail -n3 "$WORK/sched.err" | tr '\n' ' ')"
 		return 1
 	fi
+	# The loader opens its stats socket right after the attach succeeds
+	# (bound, it is in /proc/net/unix; a stale socket file is not).
+	wait_for 10 grep -q ' /var/run/scx/root/stats$' /proc/net/unix ||
+		{ fail "attached, but nothing listens on the stats socket after 10s"; return 1; }
 }
 
 # stop_sched SIG: send SIG, wait for the loader; SCHED_RC holds its status.
