@@ -75,14 +75,20 @@ test_siblings() {
 	within "$r" 2.0 4.5 || fail "w300/w100 = $r, want about 3"
 }
 
-test_nested() {
-	# root -> A(100){B(100), C(100)}, D(200): B = C = 1/6, D = 2/3.
+# nested_start: the nested example, root -> A(100){B(100), C(100)}, D(200),
+# with two hogs in each leaf, under a scheduler started with --stats 1.
+nested_start() {
 	new_cg $CG/A 100 && echo +cpu > $CG/A/cgroup.subtree_control &&
 		new_cg $CG/A/B 100 && new_cg $CG/A/C 100 && new_cg $CG/D 200 || return 1
 	start_sched --stats 1 || return 1
 	hogs_in $CG/A/B 2
 	hogs_in $CG/A/C 2
 	hogs_in $CG/D 2
+}
+
+test_nested() {
+	# root -> A(100){B(100), C(100)}, D(200): B = C = 1/6, D = 2/3.
+	nested_start || return 1
 	sleep 1
 	measure 10 $CG/A/B $CG/A/C $CG/D
 	local active; active=$(gauge cg_active)
@@ -270,12 +276,7 @@ test_exit_churn() {
 	# rmdir, and then ops.cgroup_exit(), can come before the task's last
 	# dequeue; the cgroup must not stay in A's sum, or B and C lose share
 	# for good (cg_exit_active counts the cgroups that went while active).
-	new_cg $CG/A 100 && echo +cpu > $CG/A/cgroup.subtree_control &&
-		new_cg $CG/A/B 100 && new_cg $CG/A/C 100 && new_cg $CG/D 200 || return 1
-	start_sched --stats 1 || return 1
-	hogs_in $CG/A/B 2
-	hogs_in $CG/A/C 2
-	hogs_in $CG/D 2
+	nested_start || return 1
 	local j churners=()
 	rm -f $WORK/churn.fail
 	for j in 1 2 3; do
