@@ -9,7 +9,8 @@
 # times (default 2): schbench -m M -t T -r SECS (default 2, 2, 40) in cgroup
 # fg while `stress-ng --cpu 2 --cpu-load 50` loads cgroup bg. One line per
 # run: wakeup p50/p90/p99/p99.9 and request p99 in µs, average RPS, and the
-# scheduler's preemption counters summed over the run.
+# CPU time each cgroup used during the run and the scheduler's preemption
+# counters summed over the run.
 #
 # SCHBENCH is the real schbench (default: schbench on PATH, else
 # latcfs-schbench from target/release).
@@ -24,6 +25,8 @@ echo +cpu > $CG/cgroup.subtree_control
 mkdir -p $CG/fg $CG/bg
 W=$(mktemp -d)
 trap 'rm -rf "$W"; rmdir $CG/fg $CG/bg 2>/dev/null' EXIT
+
+usage() { awk '$1 == "usage_usec" { print $2 }' $CG/$1/cpu.stat; }
 
 counters() {
 	python3 -c '
@@ -54,7 +57,9 @@ for r in $(seq 1 "$ROUNDS"); do
 		sh -c "echo \$\$ > $CG/bg/cgroup.procs && exec stress-ng --cpu 2 --cpu-load 50 --quiet --temp-path /tmp" &
 		B=$!
 		sleep 1
+		u0=$(usage fg) b0=$(usage bg)
 		sh -c "echo \$\$ > $CG/fg/cgroup.procs && exec $SB -m $M -t $T -r $SECS -w 2 -i 0" > $W/sb 2>&1
+		u1=$(usage fg) b1=$(usage bg)
 		kill $B
 		wait $B 2>/dev/null
 		c=
@@ -65,6 +70,6 @@ for r in $(seq 1 "$ROUNDS"); do
 			/average rps/ { a = $3 }
 			END { printf "p50 %s p90 %s p99 %s p999 %s req99 %s rps %s",
 				v["w50.0th"], v["w90.0th"], v["w99.0th"], v["w99.9th"], v["q99.0th"], a }' $W/sb)
-		echo "round $r $v: $w $c"
+		echo "round $r $v: $w cpu fg $(((u1 - u0) / 1000)) bg $(((b1 - b0) / 1000)) ms $c"
 	done
 done
