@@ -17,6 +17,7 @@ passed=0 failed=0
 for suite in "${suites[@]}"; do
 	case "$suite" in */all.sh | */lib.sh) continue ;; esac
 	echo "=== $suite"
+	start=$SECONDS
 	out=$(mktemp)
 	bash "$suite" 2>&1 | tee "$out"
 	line=$(grep -E '^vm-tests: [0-9]+ passed, [0-9]+ failed$' "$out" | tail -n1)
@@ -28,6 +29,7 @@ for suite in "${suites[@]}"; do
 		passed=$((passed + $2)) failed=$((failed + $4))
 	fi
 	rm -f "$out"
+	echo "=== $suite took $((SECONDS - start)) s"
 done
 echo "vm ($what): $passed passed, $failed failed"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
