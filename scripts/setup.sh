@@ -14,7 +14,10 @@
 #   - a Debian kernel with CONFIG_SCHED_CLASS_EXT=y from trixie-backports,
 #     chosen by query (newest generic amd64 flavour), extracted without its
 #     maintainer scripts, then depmod'ed; and the newest 6.17 one as well,
-#     the oldest series the tests boot.
+#     an older series for the compatibility boots;
+#   - a 6.12 guest kernel with sched_ext, which Debian does not ship:
+#     scripts/build-kernel.sh builds it from Debian's source (or takes it
+#     from its cache or seed; see there).
 # It ends by checking every command the scripts call (scripts/check-deps.sh)
 # and by booting each installed kernel once, so that a missing piece shows up
 # here, in one line, and not in the middle of the tests.
@@ -24,6 +27,8 @@
 #                      the newest one trixie-backports offers.
 #   LATCFS_COMPAT_SERIES  also install the newest kernel of this series
 #                      (default 6.17; empty: none), for the compatibility boot.
+#   LATCFS_KERNEL_612  1 (default): also provide the 6.12 guest kernel that
+#                      scripts/build-kernel.sh builds (or seeds); 0: skip it.
 #   LATCFS_PREFIX      where the virtme-ng venv lives (default /opt/scx_latcfs).
 set -euo pipefail
 
@@ -166,8 +171,17 @@ if [ -n "$series" ]; then
 	install_kernel "$old"
 fi
 
-# --- check -------------------------------------------------------------------
+# --- a 6.12 kernel ------------------------------------------------------------
+# Debian's 6.12 images lack sched_ext: scripts/build-kernel.sh builds one
+# from linux-source-6.12 (bookworm-security), or takes it from its cache or
+# seed, and prints its path.
 here=$(cd "$(dirname "$0")/.." && pwd)
+k612=""
+if [ "${LATCFS_KERNEL_612-1}" = 1 ]; then
+	k612=$("$here/scripts/build-kernel.sh") || die "no 6.12 guest kernel (scripts/build-kernel.sh, above)"
+fi
+
+# --- check -------------------------------------------------------------------
 "$here/scripts/check-deps.sh" || die "commands are still missing after the install (above)"
 # Boot each kernel once with a trivial command: what the tests do first.
 boot_check() { # KERNEL-IMAGE
@@ -185,3 +199,4 @@ boot_check() { # KERNEL-IMAGE
 }
 boot_check "$(kimage_of "$abi")"
 [ -z "$series" ] || boot_check "$(kimage_of "$old")"
+[ -z "$k612" ] || boot_check "$k612"
