@@ -5,6 +5,7 @@ mod arith;
 mod bpf_intf;
 mod bpf_skel;
 mod cli;
+mod compat;
 mod latency;
 mod preflight;
 mod sched;
@@ -50,6 +51,7 @@ fn run(opts: cli::Opts) -> Result<()> {
         })
         .collect::<Result<Vec<_>>>()?;
     init_logging(opts.verbose)?;
+    compat::check_running_kernel()?;
     scx_utils::try_set_rlimit_infinity();
 
     let shutdown = Arc::new(AtomicBool::new(false));

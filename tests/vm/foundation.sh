@@ -149,6 +149,25 @@ test_kernel_exit_reported() {
 	grep -qi 'sysrq' "$WORK/sched.err" || { fail "no exit reason on stderr: $(tail -n2 "$WORK/sched.err" | tr '\n' ' ')"; return 1; }
 }
 
+test_compat_paths() {
+	# At -v the loader names the interface each compat choice takes on this
+	# kernel; /proc/kallsyms says independently whether the kfuncs exist.
+	start_sched -v || return 1
+	stop_sched INT
+	local rel n
+	rel=$(uname -r)
+	n=$(grep -c "compat on $rel: " "$WORK/sched.err")
+	grep "compat on $rel: " "$WORK/sched.err" | sed 's/^.*compat on [^:]*: /  /'
+	[ "$n" -eq 7 ] || { fail "$n compat lines at -v, expected 7"; return 1; }
+	local pair what kfunc want
+	for pair in consume:scx_bpf_dsq_move_to_local clock:scx_bpf_now; do
+		what=${pair%%:*} kfunc=${pair#*:}
+		if grep -qw "$kfunc" /proc/kallsyms; then want="$what: $kfunc ("; else want="$what: fallback, "; fi
+		grep -qF "compat on $rel: $want" "$WORK/sched.err" ||
+			{ fail "no '$want' line, which /proc/kallsyms implies"; return 1; }
+	done
+}
+
 test_hotplug_restart() {
 	# Taking a CPU offline ends a scheduler without hotplug callbacks with
 	# a restart request; the loader must load itself again, each time.
@@ -184,5 +203,6 @@ run_test "still attached, no sched_ext errors" test_no_kernel_errors
 run_test "SIGINT detaches with exit 0" test_sigint_detaches
 run_test "SIGTERM detaches with exit 0" test_sigterm_detaches
 run_test "a kernel-side exit is reported, exit non-zero" test_kernel_exit_reported
+run_test "-v names the compat path of each kernel interface" test_compat_paths
 run_test "CPU hotplug restarts the scheduler" test_hotplug_restart
 finish
