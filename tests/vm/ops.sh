@@ -21,7 +21,8 @@ no_errors() {
 
 test_overload() {
 	# 3 hogs per CPU at latency nice -20, 0 and +19, forks and a pipe
-	# ping-pong, for a minute: still attached, no stall, every hog ran.
+	# ping-pong, for 30 s (a stall shows within 2 s): still attached, no
+	# stall, every hog ran.
 	mkdir -p $CG/ln_lo $CG/ln_hi || return 1
 	start_sched --latency-nice $CG/ln_lo=-20 --latency-nice $CG/ln_hi=19 || return 1
 	local hogs=() cg i
@@ -31,9 +32,9 @@ test_overload() {
 			hogs+=($!)
 		done
 	done
-	stress-ng --temp-path "$WORK" --fork 2 --pipe 1 --timeout 60 > "$WORK/stress.out" 2>&1 &
+	stress-ng --temp-path "$WORK" --fork 2 --pipe 1 --timeout 30 > "$WORK/stress.out" 2>&1 &
 	local st=$!
-	sleep 60
+	sleep 30
 	wait $st
 	local strc=$? ticks=() t
 	for i in "${hogs[@]}"; do ticks+=($(cpu_ticks $i)); done
@@ -46,7 +47,7 @@ test_overload() {
 	[ $attached -eq 1 ] && [ "$SCHED_RC" -eq 0 ] || { fail "attached=$attached rc=$SCHED_RC: $(tail -n2 "$WORK/sched.err")"; return 1; }
 	[ $strc -eq 0 ] || { fail "stress-ng rc $strc: $(tail -n2 "$WORK/stress.out")"; return 1; }
 	for t in "${ticks[@]}"; do
-		[ "$t" -gt 50 ] || { fail "a hog ran only $t ticks in 60s"; return 1; }
+		[ "$t" -gt 25 ] || { fail "a hog ran only $t ticks in 30s"; return 1; }
 	done
 	no_errors
 }
@@ -67,12 +68,12 @@ test_thread_storm() {
 }
 
 test_attach_cycles() {
-	# 10 attach/detach cycles with a hog and a pipe ping-pong running
+	# 5 attach/detach cycles with a hog and a pipe ping-pong running
 	# throughout (loading verifies the BPF program: about 11 s a cycle
 	# under TCG, so more cycles would mostly cost CI time).
 	stress-ng --temp-path "$WORK" --cpu 1 --pipe 1 > /dev/null 2>&1 &
 	local load=$! i t0=$SECONDS
-	for i in $(seq 1 10); do
+	for i in $(seq 1 5); do
 		start_sched || { kill $load; return 1; }
 		sleep 0.5
 		stop_sched INT
@@ -83,7 +84,7 @@ test_attach_cycles() {
 		fi
 	done
 	kill $load; wait $load 2>/dev/null
-	echo "  10 cycles in $((SECONDS - t0))s: each attached, exit 0, state disabled"
+	echo "  5 cycles in $((SECONDS - t0))s: each attached, exit 0, state disabled"
 	[ ! -e $PINS ] || { fail "pins left in $PINS"; return 1; }
 	no_errors
 }
@@ -168,9 +169,9 @@ test_systemd_unit() {
 	[ "$SCHED_RC" -eq 0 ] && is_detached || fail "systemd's SIGTERM: rc $SCHED_RC, state $(state)"
 }
 
-run_test "a minute of overload with mixed latency nice" test_overload
+run_test "30 s of overload with mixed latency nice" test_overload
 run_test "a thread and clone storm completes" test_thread_storm
-run_test "10 attach/detach cycles under load" test_attach_cycles
+run_test "5 attach/detach cycles under load" test_attach_cycles
 run_test "after SIGKILL the kernel falls back, a new instance attaches" test_sigkill
 run_test "a BPF-side error is reported, nothing stays attached" test_bpf_error
 run_test "cpuset affinity holds" test_cpuset

@@ -171,11 +171,11 @@ test_monitor_exit_race() {
 	# each time: before its first request, between requests, in the middle
 	# of one. Whatever the timing, the monitor prints one line and exits 1.
 	local i rc delay bad=0 seen=""
-	for i in $(seq 1 12); do
+	for i in $(seq 1 6); do
 		start_sched || return 1
 		"$LATCFS" --monitor 0.1 > "$WORK/race.out" 2> "$WORK/race.err" &
 		local mon=$!
-		delay=$(printf '0.%02d' $(( (i * 37) % 100 )))
+		delay=$(printf '0.%02d' $(( (i * 17) % 100 )))
 		sleep "$delay"
 		stop_sched INT
 		[ "$SCHED_RC" -eq 0 ] || { kill $mon; fail "round $i: the scheduler exited $SCHED_RC"; return 1; }
@@ -190,7 +190,7 @@ test_monitor_exit_race() {
 		fi
 	done
 	echo "  delay:exit:lines per round:$seen"
-	[ $bad -eq 0 ] || { fail "$bad of 12 rounds did not end with the one documented line and exit 1"; return 1; }
+	[ $bad -eq 0 ] || { fail "$bad of 6 rounds did not end with the one documented line and exit 1"; return 1; }
 }
 
 test_monitor_not_root() {
