@@ -17,14 +17,37 @@
  *     holds where the task ran one such wakeup earlier rather than the CPU
  *     it was last sent to: that is what lifted the seed's pipe hit rate
  *     from 57% to 85%;
- *  4. an idle core in the target's LLC, then any idle CPU there, then any
- *     idle CPU the task may use (tasks with restricted affinity skip the
- *     LLC scan and search their own mask).
+ *  4. an idle core in the target's LLC, then any idle CPU there; then the
+ *     same in the target's NUMA node, on machines where a node holds more
+ *     than one LLC (elsewhere the node is an LLC or the whole machine, and
+ *     that scan would repeat another); then any idle CPU the task may use.
+ *
+ * Tasks with a restricted cpumask (systemd AllowedCPUs, a container's
+ * cpuset, a housekeeping mask) take the same steps within their mask: step
+ * 4 scans the LLC's (and node's) span intersected with it, built in a
+ * per-CPU scratch cpumask, so that they keep their cache and memory as
+ * unrestricted tasks do rather than take the lowest-numbered idle CPU of
+ * their mask anywhere on the machine.
  *
  * A hit claims the CPU (scx_bpf_test_and_clear_cpu_idle()) and inserts the
  * task straight into its local DSQ: nothing there to be fair against. Steps
  * 2 and 3 can be switched off for A/B measurement (--no-prev-cpu,
  * --no-recent-cpu). Every step is counted (LATCFS_STAT_SIS_*).
+ *
+ * kick_idle_for(), for a task queued rather than placed, looks for an idle
+ * CPU to wake in the same order from the task's CPU: that CPU, its LLC, its
+ * node, anywhere.
+ *
+ * Limits: LATCFS_MAX_CPUS CPUs, LATCFS_MAX_LLCS LLCs and LATCFS_MAX_NODES
+ * nodes (the loader refuses bigger machines). A restricted task pays a
+ * cpumask AND of nr_cpu_ids bits for each span it scans in step 4 (one, or
+ * two with the node step); unrestricted tasks use the spans as they are,
+ * but in kick_idle_for(), which also sees migration-disabled tasks, every
+ * task whose own CPU is busy pays the ANDs.
+ * The node scan includes the LLC already scanned: an AND-NOT would cost as
+ * much as the few idle bits it saves. "Unrestricted" is nr_cpus_allowed ==
+ * nr_cpu_ids: where the possible CPUs have holes every task takes the
+ * (correct, slower) restricted path.
  */
 #ifndef __LATCFS_IDLE_BPF_H
 #define __LATCFS_IDLE_BPF_H
@@ -36,23 +59,48 @@
 const volatile u32 cpu_llc_id[LATCFS_MAX_CPUS];
 /* number of LLCs in cpu_llc_id */
 const volatile u32 nr_llcs = 1;
+/* NUMA node of each CPU, from the loader's topology */
+const volatile u32 cpu_node_id[LATCFS_MAX_CPUS];
+/* number of nodes (with CPUs) in cpu_node_id */
+const volatile u32 nr_nodes = 1;
+/* some node holds more than one LLC: step 4 scans the node (the loader) */
+const volatile bool node_step;
 /* the machine has SMT siblings */
 const volatile bool smt_enabled;
 /* steps 2 and 3 above (cleared by --no-prev-cpu, --no-recent-cpu) */
 const volatile bool use_prev_cpu = true;
 const volatile bool use_recent_cpu = true;
 
-/* The CPUs of each LLC, built in idle_init(). */
-struct llc_ctx {
-	struct bpf_cpumask __kptr *span;
+/*
+ * A cpumask held by a map: the CPUs of each LLC and of each node, built in
+ * idle_init(), and each CPU's scratch mask for the intersections of step 4
+ * (used only by the BPF program running on that CPU, in ops.select_cpu()
+ * or ops.enqueue(), both with IRQs off: one user at a time).
+ */
+struct mask_ctx {
+	struct bpf_cpumask __kptr *mask;
 };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, LATCFS_MAX_LLCS);
 	__type(key, u32);
-	__type(value, struct llc_ctx);
+	__type(value, struct mask_ctx);
 } llc_ctxs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, LATCFS_MAX_NODES);
+	__type(key, u32);
+	__type(value, struct mask_ctx);
+} node_ctxs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, LATCFS_MAX_CPUS);
+	__type(key, u32);
+	__type(value, struct mask_ctx);
+} scratch_ctxs SEC(".maps");
 
 static __always_inline bool valid_cpu(s32 cpu)
 {
@@ -72,16 +120,43 @@ static __always_inline bool share_llc(s32 a, s32 b)
 	return valid_cpu(a) && valid_cpu(b) && llc_of(a) == llc_of(b);
 }
 
-static __always_inline const struct cpumask *llc_span(s32 cpu)
+/* node of @cpu */
+static __always_inline u32 node_of(s32 cpu)
 {
-	struct llc_ctx *lctx;
-	u32 llc;
+	const volatile u32 *node = ARRAY_ELEM_PTR(cpu_node_id, cpu, LATCFS_MAX_CPUS);
 
-	if (!valid_cpu(cpu))
+	return node ? *node : 0;
+}
+
+/* The mask of entry @idx of @map (llc_ctxs, node_ctxs, scratch_ctxs). */
+static __always_inline struct bpf_cpumask *map_mask(void *map, u32 idx)
+{
+	struct mask_ctx *mctx = bpf_map_lookup_elem(map, &idx);
+
+	return mctx ? mctx->mask : NULL;
+}
+
+/*
+ * The CPUs of @span that @p may use: @span itself for a task allowed
+ * everywhere, else their intersection in this CPU's scratch mask. NULL if
+ * a mask is missing. @strict intersects in any case: ops.enqueue() also
+ * sees migration-disabled tasks, whose cpus_ptr is their CPU alone while
+ * nr_cpus_allowed still counts their whole mask.
+ */
+static __always_inline const struct cpumask *span_for(struct task_struct *p,
+						     struct bpf_cpumask *span, bool strict)
+{
+	struct bpf_cpumask *tmp;
+
+	if (!span)
 		return NULL;
-	llc = llc_of(cpu);
-	lctx = bpf_map_lookup_elem(&llc_ctxs, &llc);
-	return lctx && lctx->span ? cast_mask(lctx->span) : NULL;
+	if (!strict && p->nr_cpus_allowed >= scx_bpf_nr_cpu_ids())
+		return cast_mask(span);
+	tmp = map_mask(&scratch_ctxs, bpf_get_smp_processor_id());
+	if (!tmp)
+		return NULL;
+	bpf_cpumask_and(tmp, cast_mask(span), p->cpus_ptr);
+	return cast_mask(tmp);
 }
 
 /* @cpu's whole core is idle (always true without SMT). */
@@ -106,17 +181,56 @@ static __always_inline bool claim(struct task_struct *p, s32 cpu)
 }
 
 /*
- * Claim an idle CPU of @mask, a whole idle core first on SMT machines
- * (without SMT every idle CPU is one, and the core pass is skipped).
+ * Claim an idle CPU of @mask. On SMT machines the kernel looks for a
+ * whole idle core first (ext_idle.c's scx_pick_idle_cpu()), so one call
+ * does both passes.
  */
 static __always_inline s32 pick_idle_in(const struct cpumask *mask)
 {
-	s32 cpu = -1;
+	return scx_bpf_pick_idle_cpu(mask, 0);
+}
 
-	if (smt_enabled)
-		cpu = scx_bpf_pick_idle_cpu(mask, SCX_PICK_IDLE_CORE);
-	if (cpu < 0)
-		cpu = scx_bpf_pick_idle_cpu(mask, 0);
+/*
+ * Step 4 above from @target: claim an idle CPU @p may use in @target's LLC,
+ * then its node, then anywhere; -1 if there is none. From
+ * ops.select_cpu() (@wakeup), which counts the step that found it; else
+ * from ops.enqueue(), which intersects the spans with @p's cpumask whatever
+ * nr_cpus_allowed says (see span_for()).
+ */
+static s32 pick_idle_near(struct task_struct *p, s32 target, bool wakeup)
+{
+	const struct cpumask *mask;
+	s32 cpu;
+
+	if (!valid_cpu(target))
+		goto anywhere;
+	mask = span_for(p, map_mask(&llc_ctxs, llc_of(target)), !wakeup);
+	if (mask) {
+		cpu = pick_idle_in(mask);
+		if (cpu >= 0) {
+			if (wakeup)
+				stat_inc(LATCFS_STAT_SIS_LLC);
+			return cpu;
+		}
+		/* one LLC: that scan covered every CPU @p may use */
+		if (nr_llcs <= 1)
+			return -1;
+	}
+	if (node_step) {
+		mask = span_for(p, map_mask(&node_ctxs, node_of(target)), !wakeup);
+		if (mask) {
+			cpu = pick_idle_in(mask);
+			if (cpu >= 0) {
+				if (wakeup)
+					stat_inc(LATCFS_STAT_SIS_NODE);
+				return cpu;
+			}
+		}
+	}
+anywhere:
+	cpu = pick_idle_in(p->cpus_ptr);
+	if (cpu >= 0 && wakeup)
+		stat_inc(LATCFS_STAT_SIS_ANY);
 	return cpu;
 }
 
@@ -126,10 +240,8 @@ static __always_inline s32 pick_idle_in(const struct cpumask *mask)
  */
 static s32 pick_idle_cpu(struct task_struct *p, s32 prev, u64 wake_flags)
 {
-	const struct cpumask *span;
 	struct task_ctx *tctx;
 	s32 target = prev, recent = -1, waker, cpu;
-	bool everywhere;
 
 	stat_inc(LATCFS_STAT_SIS_SEARCH);
 
@@ -164,44 +276,28 @@ static s32 pick_idle_cpu(struct task_struct *p, s32 prev, u64 wake_flags)
 		stat_inc(LATCFS_STAT_SIS_RECENT_MISS);
 	}
 
-	/*
-	 * The LLC's span may be used as is only by tasks allowed everywhere;
-	 * on a machine of one LLC, that scan is the last one they need.
-	 */
-	everywhere = p->nr_cpus_allowed >= scx_bpf_nr_cpu_ids();
-	span = llc_span(target);
-	if (span && everywhere) {
-		cpu = pick_idle_in(span);
-		if (cpu >= 0) {
-			stat_inc(LATCFS_STAT_SIS_LLC);
-			return cpu;
-		}
-		if (nr_llcs <= 1)
-			goto fail;
-	}
-	cpu = pick_idle_in(p->cpus_ptr);
-	if (cpu >= 0) {
-		stat_inc(LATCFS_STAT_SIS_ANY);
-		return cpu;
-	}
-fail:
-	stat_inc(LATCFS_STAT_SIS_FAIL);
-	return -1;
+	cpu = pick_idle_near(p, target, true);
+	if (cpu < 0)
+		stat_inc(LATCFS_STAT_SIS_FAIL);
+	return cpu;
 }
 
 /*
  * @p was just queued rather than placed on an idle CPU: a slice expiry, a
  * preemption, a requeue, or a wakeup whose idle CPU went busy, or whose
  * CPU went idle just after the search. If a CPU @p may use is idle now,
- * wake it to take @p (prev first, for its cache): no CPU idles while work
- * it may run waits.
+ * wake it to take @p (its own CPU first, for its cache, then as in step 4):
+ * no CPU idles while work it may run waits.
  */
 static void kick_idle_for(struct task_struct *p)
 {
 	s32 cpu = scx_bpf_task_cpu(p);
 
 	if (!claim(p, cpu)) {
-		cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
+		/* a pinned task has nowhere else to go */
+		if (p->nr_cpus_allowed == 1)
+			return;
+		cpu = pick_idle_near(p, cpu, false);
 		if (cpu < 0)
 			return;
 	}
@@ -209,27 +305,53 @@ static void kick_idle_for(struct task_struct *p)
 	stat_inc(LATCFS_STAT_IDLE_KICK);
 }
 
-/* Build each LLC's cpumask from cpu_llc_id[]. */
-static s32 idle_init(void)
+/*
+ * Give entry @idx of @map a new cpumask: the CPUs whose id in @ids is @idx,
+ * or none when @ids is NULL (a scratch mask).
+ */
+static s32 mask_init(void *map, u32 idx, const volatile u32 *ids)
 {
 	struct bpf_cpumask *mask;
-	struct llc_ctx *lctx;
-	u32 llc, cpu, nr_cpus = scx_bpf_nr_cpu_ids();
+	struct mask_ctx *mctx;
+	u32 cpu, nr_cpus = scx_bpf_nr_cpu_ids();
 
-	bpf_for(llc, 0, nr_llcs) {
-		lctx = bpf_map_lookup_elem(&llc_ctxs, &llc);
-		if (!lctx)
-			return -EINVAL;
-		mask = bpf_cpumask_create();
-		if (!mask)
-			return -ENOMEM;
+	mctx = bpf_map_lookup_elem(map, &idx);
+	if (!mctx)
+		return -EINVAL;
+	mask = bpf_cpumask_create();
+	if (!mask)
+		return -ENOMEM;
+	if (ids) {
 		bpf_for(cpu, 0, nr_cpus) {
-			if (cpu < LATCFS_MAX_CPUS && llc_of(cpu) == llc)
+			if (cpu < LATCFS_MAX_CPUS && ids[cpu] == idx)
 				bpf_cpumask_set_cpu(cpu, mask);
 		}
-		mask = bpf_kptr_xchg(&lctx->span, mask);
-		if (mask)
-			bpf_cpumask_release(mask);
+	}
+	mask = bpf_kptr_xchg(&mctx->mask, mask);
+	if (mask)
+		bpf_cpumask_release(mask);
+	return 0;
+}
+
+/* Build each LLC's and node's cpumask and each CPU's scratch mask. */
+static s32 idle_init(void)
+{
+	u32 i, nr_cpus = scx_bpf_nr_cpu_ids();
+	s32 ret;
+
+	bpf_for(i, 0, nr_llcs) {
+		if ((ret = mask_init(&llc_ctxs, i, cpu_llc_id)))
+			return ret;
+	}
+	bpf_for(i, 0, nr_nodes) {
+		if ((ret = mask_init(&node_ctxs, i, cpu_node_id)))
+			return ret;
+	}
+	bpf_for(i, 0, nr_cpus) {
+		if (i >= LATCFS_MAX_CPUS)
+			break;
+		if ((ret = mask_init(&scratch_ctxs, i, NULL)))
+			return ret;
 	}
 	return 0;
 }

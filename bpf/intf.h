@@ -42,6 +42,7 @@ enum latcfs_consts {
 	/* topology the BPF side can hold (the loader refuses bigger machines) */
 	LATCFS_MAX_CPUS		= 1024,
 	LATCFS_MAX_LLCS		= 256,
+	LATCFS_MAX_NODES	= 64,
 };
 
 /* What a latency nice rule in the lat_rules map applies to. */
@@ -160,8 +161,16 @@ enum latcfs_stat {
 	LATCFS_STAT_SIS_RECENT,
 	/* recent_used_cpu was a candidate but not idle */
 	LATCFS_STAT_SIS_RECENT_MISS,
-	/* found by scanning the target's LLC (an idle core first) */
+	/*
+	 * found by scanning the target's LLC (an idle core first), the part
+	 * of it the task may use
+	 */
 	LATCFS_STAT_SIS_LLC,
+	/*
+	 * found in the target's NUMA node, the part the task may use (only
+	 * where a node holds more than one LLC)
+	 */
+	LATCFS_STAT_SIS_NODE,
 	/* found anywhere else the task may run */
 	LATCFS_STAT_SIS_ANY,
 	/* no idle CPU: the task is queued */

@@ -79,12 +79,16 @@ else
 		scripts/vm-run.sh --cpus 8 -- tests/vm/all.sh tests/vm/smt2llc
 	# This boot's suite takes about 2 minutes; a hotplug that hangs the
 	# guest must fail it in minutes, not eat CI's budget.
-	run_suites "VM tests, in a qemu guest with 4 CPUs (hotplug)" \
-		env LATCFS_VM_TIMEOUT=900 scripts/vm-run.sh --cpus 4 -- tests/vm/all.sh tests/vm/cpu4
-	# 6.12, the oldest
-	# supported, takes every fallback path and runs the four suites that
-	# use them; 6.17's paths are 7.3's but for the queue-head walk, which
-	# 6.12 shares, so it runs the attach/detach and stall suites.
+	# Two NUMA nodes of two single-CPU LLCs (four sockets, an L3 each).
+	run_suites "VM tests, in a qemu guest with 4 CPUs in 2 NUMA nodes (hotplug, NUMA)" \
+		env LATCFS_VM_TIMEOUT=900 \
+		LATCFS_QEMU_OPTS="-smp 4,sockets=4,cores=1,threads=1" \
+		scripts/vm-run.sh --cpus 4 --memory 4G --numa 2G,cpus=0-1 --numa 2G,cpus=2-3 -- \
+		tests/vm/all.sh tests/vm/cpu4
+	# 6.12, the oldest supported, takes every fallback path and runs the
+	# four suites that use them; 6.17's paths are 7.3's but for the
+	# queue-head walk, which 6.12 shares, so it runs the attach/detach and
+	# stall suites.
 	compat=(env LATCFS_STORM=1000 LATCFS_MIX_SECS=10 tests/vm/all.sh)
 	run_suites "VM tests, on the oldest installed Debian sched_ext kernel" \
 		scripts/vm-run.sh --oldest -- "${compat[@]}" tests/vm/foundation.sh tests/vm/stall.sh

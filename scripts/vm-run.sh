@@ -4,8 +4,11 @@
 # exit with that command's status. The command's stdout and stderr come back
 # on ours.
 #
-# usage: scripts/vm-run.sh [--cpus N] [--memory SIZE] [--oldest] [--] COMMAND...
+# usage: scripts/vm-run.sh [--cpus N] [--memory SIZE] [--numa SPEC]... [--oldest]
+#                          [--] COMMAND...
 #
+# --numa SPEC adds a NUMA node, as virtme-ng's --numa: MEM,cpus=FIRST-LAST
+# (the nodes' MEM must add up to --memory).
 # --oldest boots the oldest installed sched_ext kernel instead of the newest.
 #
 # Environment:
@@ -19,16 +22,18 @@ set -euo pipefail
 cpus=2
 memory=4G
 pick=tail
+numa=()
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--cpus) cpus=$2; shift 2 ;;
 	--memory) memory=$2; shift 2 ;;
+	--numa) numa+=(--numa "$2"); shift 2 ;;
 	--oldest) pick=head; shift ;;
 	--) shift; break ;;
 	*) break ;;
 	esac
 done
-[ $# -gt 0 ] || { echo "usage: $0 [--cpus N] [--memory SIZE] [--] COMMAND..." >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: $0 [--cpus N] [--memory SIZE] [--numa SPEC]... [--oldest] [--] COMMAND..." >&2; exit 2; }
 
 die() { printf 'vm-run: error: %s\n' "$*" >&2; exit 125; }
 
@@ -64,7 +69,7 @@ printf -v cmd '%q ' "$@"
 cmd="cd $(printf '%q' "$PWD") && $cmd"
 
 args=(--disable-kvm -r "$kernel" --cpus "$cpus" --memory "$memory" --user root
-      --rwdir "$out" --exec "$cmd")
+      --rwdir "$out" --exec "$cmd" "${numa[@]}")
 [ -n "${LATCFS_QEMU_OPTS:-}" ] && args+=(--qemu-opts "$LATCFS_QEMU_OPTS")
 
 # qemu reopens our stdout and stderr by path, which truncates them when they

@@ -26,34 +26,61 @@ const POLL: Duration = Duration::from_millis(100);
 /// and for rules whose process or cgroup is gone.
 const HOUSEKEEPING: Duration = Duration::from_secs(1);
 
-/// Hand the CPU topology (LLC of each CPU, SMT) to the BPF side.
+/// Hand the CPU topology (LLC and NUMA node of each CPU, SMT) to the BPF
+/// side, refusing machines beyond what its maps hold (intf.h).
 fn set_topology(rodata: &mut crate::bpf_skel::types::rodata) -> Result<()> {
     let topo = Topology::new().context("reading the CPU topology")?;
-    let max_cpus = bpf_intf::latcfs_consts_LATCFS_MAX_CPUS as usize;
-    let max_llcs = bpf_intf::latcfs_consts_LATCFS_MAX_LLCS as usize;
-    // Dense LLC ids in the order scx_utils lists the LLCs.
+    // Dense LLC and node ids in the order scx_utils lists them; nodes
+    // without CPUs (memory-only, CXL) play no part in CPU selection.
     let llcs: Vec<usize> = topo.all_llcs.keys().copied().collect();
-    if llcs.len() > max_llcs {
-        bail!(
-            "{} LLCs: scx_latcfs supports at most {max_llcs}",
-            llcs.len()
-        );
-    }
+    let mut nodes: Vec<usize> = topo.all_cpus.values().map(|c| c.node_id).collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    check_topology_size(topo.all_cpus.keys().copied().max(), llcs.len(), nodes.len())?;
+    // Every id is below LATCFS_MAX_CPUS, the length of these arrays.
     for (id, cpu) in &topo.all_cpus {
-        if *id >= max_cpus {
-            bail!("CPU {id}: scx_latcfs supports at most {max_cpus} CPUs");
-        }
         let llc = llcs.iter().position(|l| *l == cpu.llc_id).unwrap_or(0);
+        let node = nodes.iter().position(|n| *n == cpu.node_id).unwrap_or(0);
         rodata.cpu_llc_id[*id] = llc as u32;
+        rodata.cpu_node_id[*id] = node as u32;
     }
     rodata.nr_llcs = llcs.len().max(1) as u32;
+    rodata.nr_nodes = nodes.len().max(1) as u32;
+    rodata.node_step = node_step(llcs.len(), nodes.len());
     rodata.smt_enabled = topo.smt_enabled;
     info!(
-        "topology: {} CPUs, {} LLCs, SMT {}",
+        "topology: {} CPUs, {} LLCs, NUMA nodes: {}, SMT {}",
         topo.all_cpus.len(),
         llcs.len(),
+        nodes.len().max(1),
         if topo.smt_enabled { "on" } else { "off" }
     );
+    Ok(())
+}
+
+/// Whether idle selection should scan the target's NUMA node between its
+/// LLC and the whole machine: only when there is more than one node and
+/// some node holds more than one LLC (an LLC never spans nodes). Elsewhere
+/// the node is one LLC or the whole machine, and its scan repeats another.
+fn node_step(nr_llcs: usize, nr_nodes: usize) -> bool {
+    nr_nodes > 1 && nr_llcs > nr_nodes
+}
+
+/// Refuse a machine whose highest CPU id, LLCs or NUMA nodes exceed what
+/// the BPF side's maps hold (LATCFS_MAX_* in intf.h), naming the limit.
+fn check_topology_size(max_cpu_id: Option<usize>, nr_llcs: usize, nr_nodes: usize) -> Result<()> {
+    let max_cpus = bpf_intf::latcfs_consts_LATCFS_MAX_CPUS as usize;
+    let max_llcs = bpf_intf::latcfs_consts_LATCFS_MAX_LLCS as usize;
+    let max_nodes = bpf_intf::latcfs_consts_LATCFS_MAX_NODES as usize;
+    if let Some(id) = max_cpu_id.filter(|id| *id >= max_cpus) {
+        bail!("CPU {id}: scx_latcfs supports CPU ids below {max_cpus}");
+    }
+    if nr_llcs > max_llcs {
+        bail!("{nr_llcs} LLCs: scx_latcfs supports at most {max_llcs}");
+    }
+    if nr_nodes > max_nodes {
+        bail!("{nr_nodes} NUMA nodes: scx_latcfs supports at most {max_nodes}");
+    }
     Ok(())
 }
 
@@ -268,5 +295,38 @@ impl<'a> Scheduler<'a> {
             Err(e) => warn!("{e:#}"),
         }
         uei_report!(&self.skel, uei)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{check_topology_size, node_step};
+
+    #[test]
+    fn the_node_step_runs_only_where_a_node_holds_several_llcs() {
+        assert!(!node_step(1, 1));
+        assert!(!node_step(8, 1), "one node: its scan is the machine's");
+        assert!(!node_step(2, 2), "a node per LLC: its scan is the LLC's");
+        assert!(node_step(4, 2));
+        assert!(node_step(16, 2));
+    }
+
+    #[test]
+    fn topology_limits_are_refused_by_name() {
+        assert!(check_topology_size(Some(1023), 256, 64).is_ok());
+        assert!(check_topology_size(None, 1, 1).is_ok());
+        let msg = |r: anyhow::Result<()>| format!("{:#}", r.unwrap_err());
+        assert_eq!(
+            msg(check_topology_size(Some(1024), 1, 1)),
+            "CPU 1024: scx_latcfs supports CPU ids below 1024"
+        );
+        assert_eq!(
+            msg(check_topology_size(Some(7), 257, 1)),
+            "257 LLCs: scx_latcfs supports at most 256"
+        );
+        assert_eq!(
+            msg(check_topology_size(Some(7), 2, 65)),
+            "65 NUMA nodes: scx_latcfs supports at most 64"
+        );
     }
 }

@@ -44,6 +44,7 @@ pub const NAMES: [&str; bpf_intf::latcfs_stat_LATCFS_NR_STATS as usize] = [
     "sis_recent",
     "sis_recent_miss",
     "sis_llc",
+    "sis_node",
     "sis_any",
     "sis_fail",
     "cg_root_fast",
@@ -172,9 +173,11 @@ pub struct LatcfsStats {
     )]
     pub sis_recent_miss: u64,
     #[stat(
-        desc = "searches that found an idle CPU by scanning the target's LLC (an idle core first)"
+        desc = "searches that found an idle CPU by scanning the target's LLC (an idle core first), the part the task may use"
     )]
     pub sis_llc: u64,
+    #[stat(desc = "searches that found an idle CPU in the rest of the target's NUMA node")]
+    pub sis_node: u64,
     #[stat(desc = "searches that found an idle CPU anywhere else the task may run")]
     pub sis_any: u64,
     #[stat(desc = "searches that found no idle CPU: the task is queued")]
@@ -604,6 +607,7 @@ mod tests {
             (latcfs_stat_LATCFS_STAT_LAT_GUARD, "lat_guard"),
             (latcfs_stat_LATCFS_STAT_SIS_SEARCH, "sis_search"),
             (latcfs_stat_LATCFS_STAT_SIS_RECENT_MISS, "sis_recent_miss"),
+            (latcfs_stat_LATCFS_STAT_SIS_NODE, "sis_node"),
             (latcfs_stat_LATCFS_STAT_SIS_FAIL, "sis_fail"),
         ] {
             assert_eq!(NAMES[idx as usize], name);

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Idle CPU selection tests, for a guest with SMT siblings and two LLCs
 # (scripts/test.sh boots it as qemu -smp 8,sockets=2,cores=2,threads=2):
-# the prev/recent steps hit and are counted, each can be switched off, and
-# affinity masks hold while the scheduler picks CPUs.
+# the prev/recent steps hit and are counted, each can be switched off,
+# affinity masks hold while the scheduler picks CPUs, and tasks with a
+# restricted cpumask scan their LLC first.
 #
 # LATCFS names the binary under test; latcfs-probe sits beside it.
 set -u
@@ -29,7 +30,7 @@ test_topology_seen() {
 	start_sched || return 1
 	stop_sched INT
 	grep -E 'topology:' "$WORK/sched.err" | sed 's/^/  /'
-	grep -q "topology: $(nproc) CPUs, 2 LLCs, SMT on" "$WORK/sched.err" ||
+	grep -q "topology: $(nproc) CPUs, 2 LLCs, NUMA nodes: 1, SMT on" "$WORK/sched.err" ||
 		{ fail "loader saw '$(grep topology: "$WORK/sched.err")'"; return 1; }
 }
 
@@ -88,6 +89,45 @@ test_affinity_respected() {
 	[ "$bad" -eq 0 ] || { fail "$bad samples outside the affinity mask"; return 1; }
 }
 
+# llc_of CPU: the CPUs sharing CPU's last-level cache, from sysfs (the
+# cache's id is per CPU on qemu's AMD model, its shared list is not).
+llc_of() {
+	local d=/sys/devices/system/cpu/cpu$1/cache idx
+	for idx in 3 2; do
+		[ -r "$d/index$idx/shared_cpu_list" ] && { cat "$d/index$idx/shared_cpu_list"; return; }
+	done
+	echo "?"
+}
+
+test_restricted_keep_llc() {
+	# hackbench's pipes confined to CPUs 1-3 and 5-7, a restricted mask
+	# that spans both LLCs (0-3 and 4-7). A wakeup whose target and prev
+	# are busy scans the target's LLC within the mask before the rest of
+	# the mask: sis_llc counts those placements, sis_any the ones that
+	# had to leave the LLC. Without the intersection, restricted tasks
+	# skipped the LLC scan and took any idle CPU of their mask, in
+	# whichever LLC: sis_llc counted only other tasks' placements (19,
+	# against sis_any 290), where this change gives 244 against 150.
+	[ "$(llc_of 1)" != "$(llc_of 5)" ] && [ "$(llc_of 1)" = "$(llc_of 3)" ] ||
+		{ fail "expected LLCs 0-3 and 4-7, got CPU 1: $(llc_of 1), 3: $(llc_of 3), 5: $(llc_of 5)"; return 1; }
+	start_sched --stats 1 || return 1
+	local i rc=0
+	for i in 1 2 3; do
+		taskset -c 1-3,5-7 hackbench -g 1 -l 300 -p > "$WORK/rh.out" 2>&1 || rc=$?
+	done
+	sleep 1.5
+	stop_sched INT
+	[ "$SCHED_RC" -eq 0 ] || { fail "exit $SCHED_RC"; return 1; }
+	[ $rc -eq 0 ] || { fail "hackbench failed: $(tail -n2 "$WORK/rh.out")"; return 1; }
+	local llc any node
+	llc=$(counter sis_llc) node=$(counter sis_node) any=$(counter sis_any)
+	echo "  search=$(counter sis_search) target=$(counter sis_target) prev=$(counter sis_prev)" \
+		"recent=$(counter sis_recent) llc=$llc node=$node any=$any fail=$(counter sis_fail)"
+	[ "$llc" -ge 60 ] || { fail "only $llc placements in the target's LLC for restricted tasks"; return 1; }
+	[ $((2 * llc)) -ge "$any" ] ||
+		{ fail "restricted placements left the LLC $any times, more than twice the $llc that stayed in it"; return 1; }
+}
+
 test_workloads() {
 	start_sched || return 1
 	local m
@@ -110,5 +150,6 @@ run_test "ping-pong hits prev/recent, rates reported" test_prev_and_recent_hit
 run_test "--no-recent-cpu leaves the recent counters at 0" test_no_recent_cpu
 run_test "--no-prev-cpu leaves the prev counter at 0" test_no_prev_cpu
 run_test "affinity masks hold during selection" test_affinity_respected
+run_test "tasks with a restricted cpumask keep to their LLC" test_restricted_keep_llc
 run_test "hackbench and stress-ng complete on SMT x 2 LLCs" test_workloads
 finish
