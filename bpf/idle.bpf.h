@@ -26,8 +26,8 @@
  * cpuset, a housekeeping mask) take the same steps within their mask: step
  * 4 scans the LLC's (and node's) span intersected with it, built in a
  * per-CPU scratch cpumask, so that they keep their cache and memory as
- * unrestricted tasks do rather than take the lowest-numbered idle CPU of
- * their mask anywhere on the machine.
+ * unrestricted tasks do rather than take any idle CPU of their mask
+ * anywhere on the machine.
  *
  * A hit claims the CPU (scx_bpf_test_and_clear_cpu_idle()) and inserts the
  * task straight into its local DSQ: nothing there to be fair against. Steps
@@ -294,8 +294,11 @@ static void kick_idle_for(struct task_struct *p)
 	s32 cpu = scx_bpf_task_cpu(p);
 
 	if (!claim(p, cpu)) {
-		/* a pinned task has nowhere else to go */
-		if (p->nr_cpus_allowed == 1)
+		/*
+		 * A pinned task on its CPU has nowhere else to go (one whose
+		 * affinity just moved it elsewhere looks for its new CPU below).
+		 */
+		if (p->nr_cpus_allowed == 1 && bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
 			return;
 		cpu = pick_idle_near(p, cpu, false);
 		if (cpu < 0)
