@@ -90,6 +90,15 @@ counter() {
 
 CG=/sys/fs/cgroup
 
+# expect_topology LINE: started and stopped, the loader logged "topology: LINE".
+expect_topology() {
+	start_sched || return 1
+	stop_sched INT
+	grep -E 'topology:' "$WORK/sched.err" | sed 's/^/  /'
+	grep -q "topology: $1" "$WORK/sched.err" ||
+		{ fail "loader saw '$(grep topology: "$WORK/sched.err")'"; return 1; }
+}
+
 # run_in CGROUP CMD...: run CMD in the background inside CGROUP; $! is it.
 run_in() {
 	local cg=$1; shift

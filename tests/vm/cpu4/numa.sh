@@ -19,11 +19,7 @@ node_of() {
 test_topology_seen() {
 	[ "$(node_of 0)" = "$(node_of 1)" ] && [ "$(node_of 0)" != "$(node_of 2)" ] ||
 		{ fail "expected nodes {0,1} and {2,3}, got $(node_of 0) $(node_of 1) $(node_of 2) $(node_of 3)"; return 1; }
-	start_sched || return 1
-	stop_sched INT
-	grep -E 'topology:' "$WORK/sched.err" | sed 's/^/  /'
-	grep -q "topology: 4 CPUs, 4 LLCs, NUMA nodes: 2, SMT off" "$WORK/sched.err" ||
-		{ fail "loader saw '$(grep topology: "$WORK/sched.err")'"; return 1; }
+	expect_topology "4 CPUs, 4 LLCs, NUMA nodes: 2, SMT off"
 }
 
 test_node_before_machine() {

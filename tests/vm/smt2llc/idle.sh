@@ -27,11 +27,7 @@ pingpong_under() {
 }
 
 test_topology_seen() {
-	start_sched || return 1
-	stop_sched INT
-	grep -E 'topology:' "$WORK/sched.err" | sed 's/^/  /'
-	grep -q "topology: $(nproc) CPUs, 2 LLCs, NUMA nodes: 1, SMT on" "$WORK/sched.err" ||
-		{ fail "loader saw '$(grep topology: "$WORK/sched.err")'"; return 1; }
+	expect_topology "$(nproc) CPUs, 2 LLCs, NUMA nodes: 1, SMT on"
 }
 
 test_prev_and_recent_hit() {
