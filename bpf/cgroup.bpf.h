@@ -96,9 +96,13 @@ struct cg_ctx {
 	bool	dead;
 	/* weight of the runnable tasks plus that of the active children (atomic) */
 	s64	sum;
-	/* hw() in weight units << CG_HW_SHIFT, valid while hw_gen == cg_gen */
-	u64	hw;
-	u64	hw_gen;
+	/*
+	 * hw() in weight units << CG_HW_SHIFT (below 2^32) in the low half,
+	 * the low half of the cg_gen it was computed at in the high half: one
+	 * word, so that CPUs computing it at once cannot leave one's value
+	 * under another's generation.
+	 */
+	u64	hw_cache;
 };
 
 /*
@@ -118,6 +122,16 @@ static u64 cg_root_id;
 
 /* Bumped whenever hw() of some cgroup may have changed. */
 static u64 cg_gen = 1;
+
+/*
+ * Invalidate every cached hw(). Called after the sum or weight it is about
+ * has changed, never before: a hw() computed from the old value in between
+ * would otherwise be stored under the new generation and kept.
+ */
+static __always_inline void cg_changed(void)
+{
+	__sync_fetch_and_add(&cg_gen, 1);
+}
 
 static __always_inline struct cg_ctx *cg_lookup(u64 id)
 {
@@ -196,10 +210,12 @@ static void cg_member(struct cg_ctx *c, s64 delta)
 		if (!flip)
 			return;
 		stat_add(LATCFS_STAT_CG_ACTIVE, on ? 1 : -1);
-		__sync_fetch_and_add(&cg_gen, 1);
-		if (!c->parent_id || !(parent = cg_lookup(c->parent_id)))
+		if (!c->parent_id || !(parent = cg_lookup(c->parent_id))) {
+			cg_changed();
 			return;
+		}
 		__sync_fetch_and_add(&parent->sum, d);
+		cg_changed();
 		delta = on ? 1 : -1;
 		c = parent;
 	}
@@ -279,12 +295,13 @@ static __always_inline void cg_quiescent(struct task_ctx *tctx, u64 deq_flags)
  */
 static u64 cg_hweight(struct cg_ctx *c)
 {
-	u64 gen = READ_ONCE(cg_gen), hw = 1ULL << CG_HW_SHIFT, w = c->weight;
+	u64 gen = READ_ONCE(cg_gen) << 32, hw = 1ULL << CG_HW_SHIFT, w = c->weight;
+	u64 cached = READ_ONCE(c->hw_cache);
 	struct cg_ctx *x = c, *parent;
 	int i;
 
-	if (c->hw_gen == gen)
-		return c->hw;
+	if ((cached & ~0xffffffffULL) == gen)
+		return cached & 0xffffffffULL;
 	bpf_for(i, 0, LATCFS_CGROUP_MAX_DEPTH) {
 		w = x->weight;
 		if (!x->parent_id || !(parent = cg_lookup(x->parent_id)))
@@ -292,9 +309,9 @@ static u64 cg_hweight(struct cg_ctx *c)
 		hw = hw_step(hw, w, parent->sum);
 		x = parent;
 	}
-	hw = vt_mul_div(hw, w, 1) ?: 1;
-	c->hw = hw;
-	c->hw_gen = gen;
+	/* below 2^32: hw is at most 1 << CG_HW_SHIFT and w at most 10000 */
+	hw = vt_mul_div(hw, w, 1) & 0xffffffffULL ?: 1;
+	WRITE_ONCE(c->hw_cache, gen | hw);
 	stat_inc(LATCFS_STAT_CG_RECOMPUTE);
 	return hw;
 }
@@ -371,7 +388,7 @@ static void cg_set_weight(struct cgroup *cgrp, u32 weight)
 	bpf_spin_unlock(&c->lock);
 	if (d && c->parent_id && (parent = cg_lookup(c->parent_id)))
 		__sync_fetch_and_add(&parent->sum, d);
-	__sync_fetch_and_add(&cg_gen, 1);
+	cg_changed();
 }
 
 /*
@@ -402,11 +419,11 @@ static void cg_exit(struct cgroup *cgrp)
 	if (was) {
 		stat_inc(LATCFS_STAT_CG_EXIT_ACTIVE);
 		stat_add(LATCFS_STAT_CG_ACTIVE, -1);
-		__sync_fetch_and_add(&cg_gen, 1);
 		if (c->parent_id && (parent = cg_lookup(c->parent_id))) {
 			__sync_fetch_and_add(&parent->sum, d);
 			cg_member(parent, -1);
 		}
+		cg_changed();
 	}
 	bpf_map_delete_elem(&cg_ctxs, &id);
 }

@@ -26,6 +26,9 @@ cargo build --locked
 
 export LATCFS=target/debug/scx_latcfs
 passed=0 failed=0 failed_runs=()
+# The failing tests' own lines, repeated at the end: a CI log that keeps
+# only its head and tail still names them.
+failures=$(mktemp)
 # run_suites NAME CMD...: run one boot's suites; add its "N passed, N
 # failed" line to the totals (a run without that line counts as a failure).
 run_suites() {
@@ -35,6 +38,8 @@ run_suites() {
 	out=$(mktemp)
 	"$@" 2>&1 | tee "$out" || rc=$?
 	line=$(grep -E '^vm \(.*\): [0-9]+ passed, [0-9]+ failed$' "$out" | tail -n1 || true)
+	# each failure with the two lines of measurements printed before it
+	grep -B2 -E '^not ok' "$out" | sed "s|^|[$name] |" >>"$failures" || true
 	rm -f "$out"
 	if [ -n "$line" ]; then
 		line=${line##*: }
@@ -101,6 +106,11 @@ else
 	run_suites "scripts/run.sh end to end" run_sh_test
 fi
 
+if [ -s "$failures" ]; then
+	printf '\nfailed tests, with the lines before each:\n'
+	cat "$failures"
+fi
+rm -f "$failures"
 [ ${#failed_runs[@]} -eq 0 ] || printf '\nfailed runs: %s\n' "${failed_runs[*]}"
 echo "test.sh: $passed passed, $failed failed"
 [ $failed -eq 0 ] && [ ${#failed_runs[@]} -eq 0 ]
