@@ -101,6 +101,10 @@ impl TargetArgs {
     }
 }
 
+/// The help heading of the switches that exist to measure what a mechanism
+/// buys (A/B runs), apart from the flags a user tunes.
+const DIAGNOSTICS: &str = "Diagnostics (A/B measurement)";
+
 #[derive(Debug, Clone, Args)]
 pub struct Opts {
     /// Base time slice, in microseconds: how long a task runs before the next
@@ -169,17 +173,17 @@ pub struct Opts {
 
     /// Skip prev in idle CPU selection (for A/B measurement): a waking task
     /// goes from the wake target straight to its recent CPU and the LLC scan.
-    #[arg(long)]
+    #[arg(long, help_heading = DIAGNOSTICS)]
     pub no_prev_cpu: bool,
 
     /// Skip recent_used_cpu in idle CPU selection (for A/B measurement).
-    #[arg(long)]
+    #[arg(long, help_heading = DIAGNOSTICS)]
     pub no_recent_cpu: bool,
 
     /// Do the cgroup weight bookkeeping for root-cgroup tasks too (never
     /// used) and for requeues that change nothing (for A/B measurement of
     /// the two fast paths; shares are the same either way).
-    #[arg(long)]
+    #[arg(long, help_heading = DIAGNOSTICS)]
     pub no_cgroup_fast_paths: bool,
 
     /// For tests: make the BPF side fail with an error MS milliseconds after

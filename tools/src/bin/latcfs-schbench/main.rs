@@ -24,13 +24,6 @@ use bench::{Bench, Config};
 use hist::Hist;
 use report::{Json, LAT_ROWS, PIPE_ROWS, RPS_ROWS};
 
-const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (git ",
-    env!("LATCFS_GIT_REV"),
-    ")"
-);
-
 /// Largest -p transfer, as schbench.
 const PIPE_MAX: u64 = 1024 * 1024;
 /// Most threads (message threads plus workers) we agree to start.
@@ -46,7 +39,7 @@ const MAX_THREADS: usize = 65536;
 /// Tables go to stdout every -i seconds and at the end; percentiles are
 /// bucket midpoints within 0.2% of the true value, min and max are exact.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "latcfs-schbench", version = VERSION, about, long_about)]
+#[command(name = "latcfs-schbench", version, about, long_about)]
 struct Args {
     /// Number of message threads.
     #[arg(short = 'm', long, default_value_t = 1, value_name = "N",
