@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use libbpf_rs::skel::Skel as _;
 use libbpf_rs::{MapCore, MapFlags, OpenObject};
 use log::{debug, info, warn};
 use scx_utils::{
@@ -82,6 +83,35 @@ fn check_topology_size(max_cpu_id: Option<usize>, nr_llcs: usize, nr_nodes: usiz
         bail!("{nr_nodes} NUMA nodes: scx_latcfs supports at most {max_nodes}");
     }
     Ok(())
+}
+
+/// At -v, the verifier's instruction count of each loaded program
+/// (bpf_prog_info.verified_insns), as "verifier: NAME COUNT": what
+/// tests/verifier-baseline records per kernel.
+fn log_verified_insns(obj: &libbpf_rs::Object) {
+    use std::os::fd::{AsFd, AsRawFd};
+
+    if !log::log_enabled!(log::Level::Debug) {
+        return;
+    }
+    for prog in obj.progs() {
+        let mut info = libbpf_rs::libbpf_sys::bpf_prog_info::default();
+        let mut len = std::mem::size_of_val(&info) as u32;
+        // SAFETY: the kernel writes at most `len` bytes into `info`, a
+        // bpf_prog_info of that size, and keeps no reference to it.
+        let ret = unsafe {
+            libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(
+                prog.as_fd().as_raw_fd(),
+                &mut info,
+                &mut len,
+            )
+        };
+        let name = prog.name().to_string_lossy();
+        match ret {
+            0 => debug!("verifier: {name} {}", info.verified_insns),
+            e => debug!("verifier: {name}: no program info (error {e})"),
+        }
+    }
 }
 
 /// Why an attach failed: the kernel's exit info when the BPF side said why
@@ -181,6 +211,7 @@ impl<'a> Scheduler<'a> {
             ("lat_ctl", &mut m.lat_ctl),
             ("task_ctx_stor", &mut m.task_ctx_stor),
         ])?;
+        log_verified_insns(skel.object());
         info!(
             "scx_latcfs {} attached: slice {}us, sleeper credit {}us",
             crate::cli::VERSION,

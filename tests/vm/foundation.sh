@@ -61,6 +61,32 @@ test_attach() {
 	[[ "$(ops)" == latcfs_* ]] || { fail "root/ops is '$(ops)'"; return 1; }
 }
 
+# --- verifier baseline ------------------------------------------------------
+
+# tests/verifier-baseline (its header says how to update it) holds each
+# program's count per kernel: a program that grows past it by more than the
+# margin stated there fails, so that growth is noticed and paid for.
+test_verifier_baseline() {
+	local kv now
+	kv=$(uname -r | cut -d. -f1,2)
+	start_sched -v || return 1
+	stop_sched INT
+	# the loader's -v lines "verifier: NAME COUNT"
+	now=$(sed -n 's/^.*verifier: \(latcfs_[a-z_]*\) \([0-9]*\)$/\1 \2/p' "$WORK/sched.err" | sort)
+	[ "$(echo "$now" | wc -w)" -ge 40 ] ||
+		{ fail "the loader logged $(echo "$now" | wc -l) verifier counts at -v"; return 1; }
+	echo "$now" | sed "s/^/  $kv /"
+	awk -v kv="$kv" '
+		FNR == NR { if ($1 == "margin") margin = $2; else if ($1 == kv) { base[$2] = $3; nb++ }; next }
+		!($1 in base) { if (nb) bad = bad " " $1 " (not in the baseline)"; next }
+		$2 > base[$1] * (1 + margin / 100) { bad = bad sprintf(" %s %d > %d +%d%%", $1, $2, base[$1], margin) }
+		END {
+			if (!nb) print "  no baseline for kernel " kv ": nothing to compare"
+			if (bad != "") { print "  not within the baseline:" bad; exit 1 }
+		}' tests/verifier-baseline - <<<"$now" ||
+		{ fail "programs grew past tests/verifier-baseline for kernel $kv"; return 1; }
+}
+
 run_ok() { # run_ok DESCRIPTION CMD...
 	local t0=$SECONDS
 	"$@" > "$WORK/wl.out" 2>&1 || { fail "$1 failed: $(tail -n2 "$WORK/wl.out" | tr '\n' ' ')"; return 1; }
@@ -204,5 +230,6 @@ run_test "SIGINT detaches with exit 0" test_sigint_detaches
 run_test "SIGTERM detaches with exit 0" test_sigterm_detaches
 run_test "a kernel-side exit is reported, exit non-zero" test_kernel_exit_reported
 run_test "-v names the compat path of each kernel interface" test_compat_paths
+run_test "verified instruction counts within the baseline" test_verifier_baseline
 run_test "CPU hotplug restarts the scheduler" test_hotplug_restart
 finish
