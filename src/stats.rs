@@ -184,20 +184,24 @@ pub struct LatcfsStats {
     pub sis_fail: u64,
     #[stat(desc = "runnable tasks of the root cgroup that skipped all cgroup weight work")]
     pub cg_root_fast: u64,
-    #[stat(desc = "requeues that moved a task's cgroup weight bookkeeping to a new cgroup")]
+    #[stat(
+        desc = "requeues that moved a task's cgroup weight bookkeeping to a new cgroup (a runnable task changed cgroup)"
+    )]
     pub cg_move: u64,
-    #[stat(desc = "requeues that left it untouched (same cgroup and weight)")]
+    #[stat(
+        desc = "requeues that left it untouched: same cgroup and weight (the autogroup move of each exiting task, affinity changes)"
+    )]
     pub cg_move_skip: u64,
     #[stat(desc = "recomputations of a cgroup's hierarchical weight")]
     pub cg_recompute: u64,
     #[stat(desc = "cgroups active now (a runnable task or an active child): a level, not a count")]
     pub cg_active: u64,
     #[stat(
-        desc = "cgroups that could not be tracked (no room or no memory): their tasks keep their own weight"
+        desc = "cgroups that could not be tracked (no room or no memory in the BPF map): their tasks keep their own weight; the loader logs them"
     )]
     pub cg_untracked: u64,
     #[stat(
-        desc = "cgroups deeper than the tracked depth, accounted as their ancestor at that depth"
+        desc = "cgroups deeper than the tracked depth (32 levels), accounted as their ancestor at that depth; the loader logs them"
     )]
     pub cg_flattened: u64,
     #[stat(
@@ -208,7 +212,9 @@ pub struct LatcfsStats {
     pub rescue: u64,
     #[stat(desc = "idle CPUs woken for a task just queued")]
     pub idle_kick: u64,
-    #[stat(desc = "CPUs taken by a higher sched class; their local tasks were queued again")]
+    #[stat(
+        desc = "CPUs taken by a higher sched class (RT, deadline); their local tasks were queued again"
+    )]
     pub cpu_release: u64,
     #[stat(desc = "wakeups that preempted a running task")]
     pub preempt: u64,

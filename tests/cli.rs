@@ -86,3 +86,139 @@ fn conflicting_flags_are_refused() {
     refused(&["--json"], &["--stats", "--monitor"]);
     refused(&["--bogus"], &["--bogus"]);
 }
+
+/// Each default lives in one home, the flag's definition (src/cli.rs, shown
+/// by --help); the README's flag tables and the BPF side's initial values
+/// repeat it, and must agree with it.
+#[test]
+fn defaults_agree_with_the_flags() {
+    let help = stdout(&["--help"]);
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("reading README.md");
+    let bpf = bpf_sources();
+
+    // --help: each long flag, and the default clap shows for it.
+    let mut flags: Vec<(String, Option<String>)> = Vec::new();
+    for line in help.lines() {
+        let t = line.trim_start();
+        if let Some(rest) = t.strip_prefix("--").or_else(|| {
+            t.split_once(", --")
+                .filter(|(s, _)| s.starts_with('-'))
+                .map(|(_, r)| r)
+        }) {
+            let name = rest.split([' ', '<']).next().unwrap_or_default();
+            flags.push((format!("--{name}"), None));
+        } else if let Some(d) = t.strip_prefix("[default: ") {
+            if let Some(last) = flags.last_mut() {
+                last.1 = Some(d.trim_end_matches(']').to_string());
+            }
+        }
+    }
+    assert!(flags.len() >= 15, "parsed only {flags:?} from --help");
+
+    // The README's tables: `| `--flag ARG` | default | meaning |`.
+    for (flag, default) in &flags {
+        let row = readme
+            .lines()
+            .find(|l| {
+                l.starts_with("| `")
+                    && l.split('|').nth(1).is_some_and(|c| {
+                        c.split('`')
+                            .any(|f| f.split_whitespace().next() == Some(flag.as_str()))
+                    })
+            })
+            .unwrap_or_else(|| panic!("README.md has no table row for {flag}"));
+        if let Some(d) = default {
+            let cell = row.split('|').nth(2).unwrap_or_default().trim();
+            assert_eq!(cell, d, "README.md's default of {flag}");
+        }
+    }
+
+    // The BPF side's initial values (the loader always sets them; they
+    // must still say what the flag does, for a reader of the BPF code).
+    for (flag, sym, unit_ns) in [
+        ("--slice-us", "slice_ns", 1_000),
+        ("--slice-lag-us", "slice_lag_ns", 1_000),
+        ("--latency-us", "latency_range_ns", 1_000),
+        ("--wakeup-gran-us", "wakeup_gran_ns", 1_000),
+        ("--latency-budget-us", "lat_budget_ns", 1_000),
+        ("--max-wait-ms", "max_wait_ns", 1_000_000),
+    ] {
+        let d: u64 = flags
+            .iter()
+            .find(|(f, _)| f == flag)
+            .and_then(|(_, d)| d.as_deref()?.parse().ok())
+            .unwrap_or_else(|| panic!("--help shows no numeric default for {flag}"));
+        assert_eq!(bpf_const(&bpf, sym), d * unit_ns, "{sym} against {flag}");
+    }
+}
+
+/// Each stats field is described in one home, the LatcfsStats definition
+/// (src/stats.rs, shown by --help-stats); the README's table repeats the
+/// descriptions word for word.
+#[test]
+fn readme_counter_table_matches_help_stats() {
+    let help = stdout(&["--help-stats"]);
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("reading README.md");
+    let mut fields = 0;
+    for line in help.lines().skip(1) {
+        let Some((left, desc)) = line.split_once(" : ") else {
+            continue;
+        };
+        let name = left.split_whitespace().next().unwrap_or_default();
+        let want = format!("| `{name}` | {} |", desc.trim());
+        assert!(
+            readme.lines().any(|l| l == want),
+            "README.md lacks the row\n{want}"
+        );
+        fields += 1;
+    }
+    let rows = readme
+        .lines()
+        .skip_while(|l| *l != "| field | counts |")
+        .skip(2)
+        .take_while(|l| l.starts_with("| `"))
+        .count();
+    assert!(fields >= 30, "parsed {fields} fields from --help-stats");
+    assert_eq!(rows, fields, "README.md's counter table has {rows} rows");
+}
+
+fn stdout(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_scx_latcfs"))
+        .args(args)
+        .env("COLUMNS", "1000")
+        .output()
+        .expect("running scx_latcfs");
+    assert!(out.status.success(), "{args:?}: exit {:?}", out.status);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn bpf_sources() -> String {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/bpf");
+    let mut all = String::new();
+    for e in std::fs::read_dir(dir).expect("reading bpf/") {
+        let path = e.expect("reading bpf/").path();
+        all += &std::fs::read_to_string(&path).expect("reading a bpf/ file");
+    }
+    all
+}
+
+/// The value of `const volatile u64 SYM = A * B ...;` (integer factors with
+/// an optional ULL suffix).
+fn bpf_const(src: &str, sym: &str) -> u64 {
+    let decl = format!("const volatile u64 {sym} = ");
+    let expr = src
+        .lines()
+        .find_map(|l| l.strip_prefix(&decl))
+        .unwrap_or_else(|| panic!("no `{decl}...` in bpf/"));
+    expr.trim_end_matches(';')
+        .split('*')
+        .map(|f| {
+            f.trim()
+                .trim_end_matches("ULL")
+                .parse::<u64>()
+                .unwrap_or_else(|_| panic!("{sym}: cannot read factor {f:?}"))
+        })
+        .product()
+}
