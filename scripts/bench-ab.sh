@@ -16,6 +16,7 @@
 # latcfs-schbench from target/release).
 set -u
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
 VARS=${VARS:-eevdf}
 ROUNDS=${ROUNDS:-2} M=${M:-2} T=${T:-2} SECS=${SECS:-40}
 AB_DIR=${AB_DIR:-target/release}
@@ -26,7 +27,7 @@ mkdir -p $CG/fg $CG/bg
 W=$(mktemp -d)
 trap 'rm -rf "$W"; rmdir $CG/fg $CG/bg 2>/dev/null' EXIT
 
-usage() { awk '$1 == "usage_usec" { print $2 }' $CG/$1/cpu.stat; }
+usage() { cg_usage $CG/$1; }
 
 counters() {
 	python3 -c '
@@ -49,16 +50,13 @@ for r in $(seq 1 "$ROUNDS"); do
 		[ "$base" != "$v" ] && extra=(--latency-nice $CG/fg=-20)
 		if [ "$base" != eevdf ]; then
 			"$AB_DIR/latcfs-$base" --stats 1 --json "${extra[@]}" > $W/st 2> $W/err & S=$!
-			for i in $(seq 1 300); do
-				[ "$(cat /sys/kernel/sched_ext/state)" = enabled ] && break
-				sleep 0.1
-			done
+			wait_attached $S 30 || echo "bench-ab: latcfs-$base did not attach" >&2
 		fi
-		sh -c "echo \$\$ > $CG/bg/cgroup.procs && exec stress-ng --cpu 2 --cpu-load 50 --quiet --temp-path /tmp" &
+		scripts/in-cgroup $CG/bg stress-ng --cpu 2 --cpu-load 50 --quiet --temp-path /tmp &
 		B=$!
 		sleep 1
 		u0=$(usage fg) b0=$(usage bg)
-		sh -c "echo \$\$ > $CG/fg/cgroup.procs && exec $SB -m $M -t $T -r $SECS -w 2 -i 0" > $W/sb 2>&1
+		scripts/in-cgroup $CG/fg "$SB" -m "$M" -t "$T" -r "$SECS" -w 2 -i 0 > $W/sb 2>&1
 		u1=$(usage fg) b1=$(usage bg)
 		kill $B
 		wait $B 2>/dev/null

@@ -15,10 +15,7 @@ cd "$(dirname "$0")/.."
 . scripts/lib.sh
 
 ROUNDS=${1:-2} SECS=${2:-8}
-if [ "${LATCFS_IN_GUEST:-}" != 1 ] && ! host_has_sched_ext; then
-	cargo build --locked --release >&2
-	exec scripts/vm-run.sh -- env LATCFS_IN_GUEST=1 scripts/bench-cgroup.sh "$@"
-fi
+in_guest -- "$@"
 BIN=target/release/scx_latcfs
 CG=/sys/fs/cgroup
 OUT=$(mktemp -d)
@@ -28,31 +25,29 @@ echo +cpu > $CG/A/cgroup.subtree_control
 mkdir -p $CG/A/B $CG/A/C
 echo 200 > $CG/D/cpu.weight
 sysctl -q kernel.bpf_stats_enabled=1
-usage() { awk '$1 == "usage_usec" { print $2 }' "$1/cpu.stat"; }
-in_cg() { local cg=$1; shift; sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$cg" "$@"; }
 
 run_mode() { # run_mode NAME FLAGS...
 	local name=$1; shift
 	bench_attach "$BIN" "$OUT/sched.out" "$OUT/sched.log" "$@"
 	local hogs=() cg b0 c0 d0
 	for cg in $CG/A/B $CG/A/C $CG/D; do
-		for _ in 1 2; do in_cg $cg sh -c 'while :; do :; done' & hogs+=($!); done
+		for _ in 1 2; do scripts/in-cgroup $cg sh -c 'while :; do :; done' & hogs+=($!); done
 	done
 	sleep 1
-	b0=$(usage $CG/A/B) c0=$(usage $CG/A/C) d0=$(usage $CG/D)
+	b0=$(cg_usage $CG/A/B) c0=$(cg_usage $CG/A/C) d0=$(cg_usage $CG/D)
 	sleep "$SECS"
-	local b=$(( $(usage $CG/A/B) - b0 )) c=$(( $(usage $CG/A/C) - c0 )) d=$(( $(usage $CG/D) - d0 ))
+	local b=$(( $(cg_usage $CG/A/B) - b0 )) c=$(( $(cg_usage $CG/A/C) - c0 )) d=$(( $(cg_usage $CG/D) - d0 ))
 	kill "${hogs[@]}"; wait "${hogs[@]}" 2>/dev/null || true
 	hackbench -g 2 -l 100 > /dev/null
-	in_cg $CG/S bash -c 'for i in $(seq 1 2000); do sleep 0 & done; wait'
+	scripts/in-cgroup $CG/S bash -c 'for i in $(seq 1 2000); do sleep 0 & done; wait'
 	local costs
-	costs=$(bpftool -j prog show | /usr/bin/python3 -c '
+	costs=$(bpf_prog_costs | /usr/bin/python3 -c '
 import json, sys
-ps = {p["name"]: p for p in json.load(sys.stdin) if p.get("type") == "struct_ops" and p.get("run_cnt")}
+ps = {p["name"]: p for p in json.load(sys.stdin)}
 out = []
 for n in ("latcfs_runnable", "latcfs_quiescent", "latcfs_stopping"):
     p = ps.get(n)
-    out.append("%s=%.0fns/%d" % (n[7:], p["run_time_ns"] / p["run_cnt"], p["run_cnt"]) if p else n[7:] + "=-")
+    out.append("%s=%.0fns/%d" % (n[7:], p["ns"] / p["cnt"], p["cnt"]) if p else n[7:] + "=-")
 print(" ".join(out))')
 	bench_detach
 	local err

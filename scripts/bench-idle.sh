@@ -16,12 +16,7 @@ cd "$(dirname "$0")/.."
 
 ROUNDS=${1:-3} SECS=${2:-4}
 
-if [ "${LATCFS_IN_GUEST:-}" != 1 ] && ! host_has_sched_ext; then
-	cargo build --locked --release >&2
-	exec env LATCFS_IN_GUEST=1 LATCFS_QEMU_OPTS="-smp 8,sockets=2,cores=2,threads=2" \
-		scripts/vm-run.sh --cpus 8 -- scripts/bench-idle.sh "$@"
-fi
-[ -x target/release/scx_latcfs ] || cargo build --locked --release >&2
+LATCFS_QEMU_OPTS="-smp 8,sockets=2,cores=2,threads=2" in_guest --cpus 8 -- "$@"
 BIN=target/release/scx_latcfs
 PROBE=target/release/latcfs-probe
 OUT=$(mktemp -d)
@@ -33,7 +28,7 @@ detach() {
 	sleep 1.2 # one more stats line
 	bench_detach
 }
-sum() { awk -v k="$1" '/^latcfs: / { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == k) s += kv[2] } } END { print s + 0 }' "$OUT/stats"; }
+sum() { stat_sum "$1" "$OUT/stats"; }
 
 configs=(eevdf default no-recent no-prev no-both)
 for r in $(seq 1 "$ROUNDS"); do
@@ -57,7 +52,6 @@ for r in $(seq 1 "$ROUNDS"); do
 	done
 done
 
-median() { sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 med() { grep -F "$1|$2|" "$OUT/results" | cut -d'|' -f3 | median; }
 rates() { # summed over rounds: recent hit rate, fast hit rate
 	grep -F "$1|rates|" "$OUT/results" | cut -d'|' -f3 |

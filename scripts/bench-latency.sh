@@ -19,11 +19,7 @@ cd "$(dirname "$0")/.."
 
 ROUNDS=${1:-3} GROUPS_=${2:-4} LOOPS=${3:-200}
 
-if [ "${LATCFS_IN_GUEST:-}" != 1 ] && ! host_has_sched_ext; then
-	cargo build --locked --release >&2
-	exec env LATCFS_IN_GUEST=1 scripts/vm-run.sh -- scripts/bench-latency.sh "$@"
-fi
-[ -x target/release/scx_latcfs ] || cargo build --locked --release >&2
+in_guest -- "$@"
 BIN=target/release/scx_latcfs
 CG=/sys/fs/cgroup
 OUT=$(mktemp -d)
@@ -54,7 +50,7 @@ for r in $(seq 1 "$ROUNDS"); do
 		esac
 		for m in "${modes[@]}"; do
 			name=${m%%:*} flags=${m#*:}
-			t=$(sh -c 'echo $$ > "$0/cgroup.procs" && exec hackbench "$@"' $CG/bench-fg \
+			t=$(scripts/in-cgroup $CG/bench-fg hackbench \
 				-g "$GROUPS_" -l "$LOOPS" $flags | awk '/^Time:/ {print $2}')
 			[ -n "$t" ] || { echo "bench: hackbench $flags failed under $c" >&2; exit 1; }
 			echo "$c|$name|$t" >> "$OUT/results"
@@ -64,7 +60,6 @@ for r in $(seq 1 "$ROUNDS"); do
 	done
 done
 
-median() { sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 med() { grep -F "$1|$2|" "$OUT/results" | cut -d'|' -f3 | median; }
 
 echo

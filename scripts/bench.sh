@@ -140,10 +140,7 @@ attach() { # attach NAME: start scheduler NAME, record its time to attach
 bpf_costs() { # the struct_ops and tracing programs of the attached scheduler
 	[ -n "$SCHED" ] || return 0
 	local progs
-	progs=$(bpftool -j prog show 2>/dev/null | /usr/bin/python3 -c '
-import json, sys
-ps = [p for p in json.load(sys.stdin) if p.get("type") in ("struct_ops", "tracing") and p.get("run_cnt")]
-print(json.dumps([{"name": p["name"], "ns": p["run_time_ns"], "cnt": p["run_cnt"]} for p in ps]))')
+	progs=$(bpf_prog_costs)
 	record "{\"round\":$ROUND,\"sched\":\"$1\",\"bench\":\"bpf\",\"progs\":$progs}"
 }
 
@@ -160,12 +157,11 @@ detach() {
 	return 1
 }
 
-in_fg() { sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' $CG/bench-fg "$@"; }
+in_fg() { scripts/in-cgroup $CG/bench-fg "$@"; }
 
 BG=
 bg_load() { # stress-ng at 50% of every CPU in the background cgroup
-	sh -c 'echo $$ > "$0/cgroup.procs" && exec stress-ng --cpu "$1" --cpu-load 50 --temp-path "$2" --quiet' \
-		$CG/bench-bg "$NCPU" "$OUT" &
+	scripts/in-cgroup $CG/bench-bg stress-ng --cpu "$NCPU" --cpu-load 50 --temp-path "$OUT" --quiet &
 	BG=$!
 	sleep 1
 }

@@ -24,7 +24,7 @@ hogs_in() {
 }
 kill_hogs() { kill "${HOGS[@]}" 2>/dev/null; wait "${HOGS[@]}" 2>/dev/null; HOGS=(); }
 
-usage() { awk '$1 == "usage_usec" { print $2 }' "$1/cpu.stat"; }
+usage() { cg_usage "$1"; }
 
 # measure SECS CGROUP...: sleep SECS and set USED[i] to the CPU time (usec)
 # each CGROUP used meanwhile.
@@ -292,7 +292,7 @@ test_exit_churn() {
 			for i in $(seq $j 3 300); do
 				t=$CG/A/t$i
 				mkdir $t || { echo "mkdir $t" >> $WORK/churn.fail; exit; }
-				sh -c 'echo $$ > "$0/cgroup.procs" && exec true' $t
+				scripts/in-cgroup $t true
 				rmdir $t 2>/dev/null || { sleep 0.1; rmdir $t; } ||
 					echo "rmdir $t" >> $WORK/churn.fail
 			done

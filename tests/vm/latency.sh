@@ -117,7 +117,7 @@ test_starvation_guard() {
 		--latency-nice "$CG/lat=-20" || return 1
 	local i pids=()
 	for i in 1 2 3 4 5 6; do
-		taskset -c 1 sh -c 'echo $$ > "$0/cgroup.procs" && exec sh -c "while :; do :; done"' $CG/lat &
+		scripts/in-cgroup $CG/lat taskset -c 1 sh -c 'while :; do :; done' &
 		pids+=($!)
 	done
 	sleep 1

@@ -4,6 +4,11 @@
 # Each test is a shell function; `run_test NAME FUNC` runs it, prints
 # "ok - NAME" or "not ok - NAME: why", and `finish` prints the closing
 # "N passed, N failed" line and returns non-zero if anything failed.
+#
+# What the benchmark scripts need too (running in a cgroup, reading the
+# stats lines, waiting for the attach) is in scripts/lib.sh, sourced here.
+
+. "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 
 LATCFS=${LATCFS:-target/debug/scx_latcfs}
 SYSFS=/sys/kernel/sched_ext
@@ -52,7 +57,7 @@ wait_for() {
 	done
 }
 
-is_attached() { [ "$(state)" = enabled ] && [[ "$(ops)" == latcfs* ]]; }
+is_attached() { latcfs_attached; }
 is_detached() { [ "$(state)" = disabled ]; }
 
 # start_sched [FLAGS...]: start the scheduler in the background, its stdout
@@ -61,7 +66,7 @@ is_detached() { [ "$(state)" = disabled ]; }
 start_sched() {
 	"$LATCFS" "$@" > "$WORK/sched.out" 2> "$WORK/sched.err" &
 	SCHED_PID=$!
-	if ! wait_for 60 is_attached; then
+	if ! wait_attached "$SCHED_PID" 60; then
 		fail "did not attach within 60s (state $(state)): $(tail -n3 "$WORK/sched.err" | tr '\n' ' ')"
 		return 1
 	fi
@@ -83,10 +88,7 @@ stop_sched() {
 
 # counter NAME: one scheduler counter summed over every stats line the
 # scheduler under test has printed so far (start it with --stats).
-counter() {
-	awk -v k="$1" '/^latcfs: / { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == k) s += kv[2] } }
-		END { print s + 0 }' "$WORK/sched.out"
-}
+counter() { stat_sum "$1" "$WORK/sched.out"; }
 
 CG=/sys/fs/cgroup
 
@@ -102,7 +104,7 @@ expect_topology() {
 # run_in CGROUP CMD...: run CMD in the background inside CGROUP; $! is it.
 run_in() {
 	local cg=$1; shift
-	sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$cg" "$@" &
+	scripts/in-cgroup "$cg" "$@" &
 	sleep 0.2
 	local want=${cg#$CG}
 	[ "$(cat /proc/$!/cgroup 2>/dev/null)" = "0::${want:-/}" ] ||
@@ -111,10 +113,7 @@ run_in() {
 
 # gauge NAME: the latest value of a level (not an event count) on the
 # scheduler's stats lines.
-gauge() {
-	awk -v k="$1" '/^latcfs: / { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == k) v = kv[2] } }
-		END { print v + 0 }' "$WORK/sched.out"
-}
+gauge() { stat_last "$1" "$WORK/sched.out"; }
 
 # CPU time (utime+stime, in clock ticks) a process has used.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }

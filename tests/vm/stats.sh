@@ -32,11 +32,7 @@ monitor() {
 	echo "  --monitor 0.5 $* for ${secs}s: exit $MON_RC, $(wc -l < "$out") lines"
 }
 
-# sum NAME FILE: NAME summed over the stats lines in FILE.
-sum() {
-	awk -v k="$1" '/^latcfs: / { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == k) s += kv[2] } }
-		END { print s + 0 }' "$2"
-}
+sum() { stat_sum "$@"; }
 
 test_help_stats() {
 	local before rc=0 n count=0
