@@ -124,13 +124,27 @@ static u64 cg_root_id;
 static u64 cg_gen = 1;
 
 /*
+ * A full memory barrier: a fetching atomic is fully ordered in the BPF
+ * memory model, the plain atomic add (what clang emits when the result is
+ * unused) is relaxed on arm64. @word is any u64 this CPU may write.
+ */
+static __always_inline u64 cg_fence(u64 *word, u64 add)
+{
+	u64 old = __sync_fetch_and_add(word, add);
+
+	barrier_var(old);
+	return old;
+}
+
+/*
  * Invalidate every cached hw(). Called after the sum or weight it is about
  * has changed, never before: a hw() computed from the old value in between
- * would otherwise be stored under the new generation and kept.
+ * would otherwise be stored under the new generation and kept. Fully
+ * ordered, so that a CPU that sees the new generation sees the change.
  */
 static __always_inline void cg_changed(void)
 {
-	__sync_fetch_and_add(&cg_gen, 1);
+	cg_fence(&cg_gen, 1);
 }
 
 static __always_inline struct cg_ctx *cg_lookup(u64 id)
@@ -300,8 +314,12 @@ static u64 cg_hweight(struct cg_ctx *c)
 	struct cg_ctx *x = c, *parent;
 	int i;
 
-	if ((cached & ~0xffffffffULL) == gen)
+	/* a stored hw() is never 0: a zeroed entry is no hit at any generation */
+	if ((cached & ~0xffffffffULL) == gen && (cached & 0xffffffffULL))
 		return cached & 0xffffffffULL;
+	/* the generation is read before the sums (pairs with cg_changed()) */
+	gen = READ_ONCE(cg_gen) << 32;
+	cg_fence(&c->hw_cache, 0);
 	bpf_for(i, 0, LATCFS_CGROUP_MAX_DEPTH) {
 		w = x->weight;
 		if (!x->parent_id || !(parent = cg_lookup(x->parent_id)))
@@ -309,8 +327,12 @@ static u64 cg_hweight(struct cg_ctx *c)
 		hw = hw_step(hw, w, parent->sum);
 		x = parent;
 	}
-	/* below 2^32: hw is at most 1 << CG_HW_SHIFT and w at most 10000 */
-	hw = vt_mul_div(hw, w, 1) & 0xffffffffULL ?: 1;
+	/* below 2^32 (hw at most 1 << CG_HW_SHIFT, w at most 10000); clamped anyway */
+	hw = vt_mul_div(hw, w, 1);
+	if (hw > 0xffffffffULL)
+		hw = 0xffffffffULL;
+	if (!hw)
+		hw = 1;
 	WRITE_ONCE(c->hw_cache, gen | hw);
 	stat_inc(LATCFS_STAT_CG_RECOMPUTE);
 	return hw;
