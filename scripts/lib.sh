@@ -17,7 +17,7 @@ in_guest() {
 	shift
 	if [ "${LATCFS_IN_GUEST:-}" != 1 ] && ! host_has_sched_ext; then
 		cargo build --locked --release >&2
-		exec scripts/vm-run.sh "${vm[@]}" -- env LATCFS_IN_GUEST=1 "$0" "$@"
+		exec scripts/vm-run.sh "${vm[@]}" -- env LATCFS_IN_GUEST=1 "scripts/${0##*/}" "$@"
 	fi
 	[ -x target/release/scx_latcfs ] || cargo build --locked --release >&2
 }
