@@ -21,8 +21,8 @@ pub const VERSION: &str = concat!(
 /// nice, as a sched_ext BPF scheduler.
 ///
 /// While it runs, every task on the machine is scheduled by it. It detaches on
-/// Ctrl-C or SIGTERM (exit 0), and the kernel falls back to its own fair
-/// class. Needs root and a kernel built with CONFIG_SCHED_CLASS_EXT=y.
+/// Ctrl-C, SIGTERM or SIGHUP (exit 0), and the kernel falls back to its own
+/// fair class. Needs root and a kernel built with CONFIG_SCHED_CLASS_EXT=y.
 #[derive(Debug, Clone, Parser)]
 #[command(name = "scx_latcfs", version = VERSION, about, long_about,
           args_conflicts_with_subcommands = true)]

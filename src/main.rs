@@ -1,5 +1,5 @@
 //! scx_latcfs loader: parse flags, check the machine, then load and run the
-//! BPF scheduler until Ctrl-C, SIGTERM or an exit from the kernel side.
+//! BPF scheduler until Ctrl-C, SIGTERM, SIGHUP or an exit from the kernel side.
 
 mod arith;
 mod bpf_intf;
@@ -57,7 +57,7 @@ fn run(opts: cli::Opts) -> Result<()> {
     let shutdown = Arc::new(AtomicBool::new(false));
     let flag = shutdown.clone();
     ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
-        .context("installing the SIGINT/SIGTERM handler")?;
+        .context("installing the SIGINT/SIGTERM/SIGHUP handler")?;
 
     // The stats server lives as long as this process, across restarts;
     // --stats prints through it like any other client. Dropping it at the
@@ -112,7 +112,7 @@ fn monitor(every: Duration, json: bool) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
-        .context("installing the SIGINT/SIGTERM handler")?;
+        .context("installing the SIGINT/SIGTERM/SIGHUP handler")?;
     stats::monitor(Path::new(stats::SOCKET), every, stats_format(json), &stop)
 }
 

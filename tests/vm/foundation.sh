@@ -165,12 +165,17 @@ test_sigint_detaches() {
 	wait_for 10 is_detached || { fail "state is $(state) after SIGINT"; return 1; }
 }
 
-test_sigterm_detaches() {
+# detaches_on SIG: a fresh instance stopped by SIG exits 0 and detaches.
+detaches_on() {
 	start_sched || return 1
-	stop_sched TERM
-	[ "$SCHED_RC" -eq 0 ] || { fail "exit status $SCHED_RC on SIGTERM"; return 1; }
-	wait_for 10 is_detached || { fail "state is $(state) after SIGTERM"; return 1; }
+	stop_sched "$1"
+	[ "$SCHED_RC" -eq 0 ] || { fail "exit status $SCHED_RC on SIG$1"; return 1; }
+	wait_for 10 is_detached || { fail "state is $(state) after SIG$1"; return 1; }
 }
+test_sigterm_detaches() { detaches_on TERM; }
+# The README promises SIGHUP too (a closed terminal): ctrlc's termination
+# feature handles it.
+test_sighup_detaches() { detaches_on HUP; }
 
 test_kernel_exit_reported() {
 	# sysrq-S makes the kernel disable the BPF scheduler: the loader must
@@ -239,6 +244,7 @@ run_test "stats counters move" test_stats_moved
 run_test "still attached, no sched_ext errors" test_no_kernel_errors
 run_test "SIGINT detaches with exit 0" test_sigint_detaches
 run_test "SIGTERM detaches with exit 0" test_sigterm_detaches
+run_test "SIGHUP detaches with exit 0" test_sighup_detaches
 run_test "a kernel-side exit is reported, exit non-zero" test_kernel_exit_reported
 run_test "-v names the compat path of each kernel interface" test_compat_paths
 run_test "verified instruction counts within the baseline" test_verifier_baseline
