@@ -317,8 +317,7 @@ static u64 cg_hweight(struct cg_ctx *c)
 	/* a stored hw() is never 0: a zeroed entry is no hit at any generation */
 	if ((cached & ~0xffffffffULL) == gen && (cached & 0xffffffffULL))
 		return cached & 0xffffffffULL;
-	/* the generation is read before the sums (pairs with cg_changed()) */
-	gen = READ_ONCE(cg_gen) << 32;
+	/* the generation above is read before the sums (pairs with cg_changed()) */
 	cg_fence(&c->hw_cache, 0);
 	bpf_for(i, 0, LATCFS_CGROUP_MAX_DEPTH) {
 		w = x->weight;
