@@ -24,19 +24,17 @@ hogs_in() {
 }
 kill_hogs() { kill "${HOGS[@]}" 2>/dev/null; wait "${HOGS[@]}" 2>/dev/null; HOGS=(); }
 
-usage() { cg_usage "$1"; }
-
 # measure SECS CGROUP...: sleep SECS and set USED[i] to the CPU time (usec)
 # each CGROUP used meanwhile.
 measure() {
 	local secs=$1 i; shift
 	local before=()
-	for i in "$@"; do before+=("$(usage "$i")"); done
+	for i in "$@"; do before+=("$(cg_usage "$i")"); done
 	sleep "$secs"
 	USED=()
 	i=0
 	for cg in "$@"; do
-		USED+=($(( $(usage "$cg") - before[i] )))
+		USED+=($(( $(cg_usage "$cg") - before[i] )))
 		i=$((i + 1))
 	done
 }

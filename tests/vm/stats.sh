@@ -32,8 +32,6 @@ monitor() {
 	echo "  --monitor 0.5 $* for ${secs}s: exit $MON_RC, $(wc -l < "$out") lines"
 }
 
-sum() { stat_sum "$@"; }
-
 test_help_stats() {
 	local before rc=0 n count=0
 	before=$(state)
@@ -105,7 +103,7 @@ test_monitor_lines() {
 	got=$(head -n1 "$WORK/mon.out" | sed -E 's/=[^ ]*/=/g')
 	[ "$got " = "$want" ] || { fail "fields are '$got', expected '$want'"; return 1; }
 	for k in enq wakeup shared sis_search; do
-		v=$(sum $k "$WORK/mon.out"); sums+="$k=$v "
+		v=$(stat_sum $k "$WORK/mon.out"); sums+="$k=$v "
 		[ "$v" -gt 0 ] || { fail "$k never moved ($sums)"; return 1; }
 	done
 	# Per-interval counts: nonzero wakeups in most intervals, and no
