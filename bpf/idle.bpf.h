@@ -54,15 +54,8 @@
 
 #include "task.bpf.h"
 #include "stats.bpf.h"
+#include "topo.bpf.h"
 
-/* LLC id of each CPU, from the loader's topology (scx_utils). */
-const volatile u32 cpu_llc_id[LATCFS_MAX_CPUS];
-/* number of LLCs in cpu_llc_id */
-const volatile u32 nr_llcs = 1;
-/* NUMA node of each CPU, from the loader's topology */
-const volatile u32 cpu_node_id[LATCFS_MAX_CPUS];
-/* number of nodes (with CPUs) in cpu_node_id */
-const volatile u32 nr_nodes = 1;
 /* some node holds more than one LLC: step 4 scans the node (the loader) */
 const volatile bool node_step;
 /* the machine has SMT siblings */
@@ -101,32 +94,6 @@ struct {
 	__type(key, u32);
 	__type(value, struct mask_ctx);
 } scratch_ctxs SEC(".maps");
-
-static __always_inline bool valid_cpu(s32 cpu)
-{
-	return cpu >= 0 && cpu < LATCFS_MAX_CPUS;
-}
-
-/* LLC of @cpu; ARRAY_ELEM_PTR() keeps the verifier sure of the bound. */
-static __always_inline u32 llc_of(s32 cpu)
-{
-	const volatile u32 *llc = ARRAY_ELEM_PTR(cpu_llc_id, cpu, LATCFS_MAX_CPUS);
-
-	return llc ? *llc : 0;
-}
-
-static __always_inline bool share_llc(s32 a, s32 b)
-{
-	return valid_cpu(a) && valid_cpu(b) && llc_of(a) == llc_of(b);
-}
-
-/* node of @cpu */
-static __always_inline u32 node_of(s32 cpu)
-{
-	const volatile u32 *node = ARRAY_ELEM_PTR(cpu_node_id, cpu, LATCFS_MAX_CPUS);
-
-	return node ? *node : 0;
-}
 
 /* The mask of entry @idx of @map (llc_ctxs, node_ctxs, scratch_ctxs). */
 static __always_inline struct bpf_cpumask *map_mask(void *map, u32 idx)
