@@ -16,7 +16,8 @@
  * it runs at most the wakees that preempted it, each for a slice of its
  * own, and each victim's one resumption (preempt.bpf.h). Every
  * max_wait_ns / 4
- * it walks the shared and latency DSQs from their heads, and moves the first
+ * it walks its own LLC's fair and latency DSQs (domain.bpf.h) from their
+ * heads, and moves the first
  * overdue task (in queue order) that may run here to its local DSQ, ahead
  * of everything else and before it even considers letting prev keep the
  * CPU. The two DSQs take turns at being walked first, so that overdue
@@ -45,6 +46,9 @@
  * share is above that never wait that long and never notice the bound. The
  * rescue counter (stats) says how often it took over.
  *
+ * Every task waits in a domain where some CPU may run it (dom_of_task()),
+ * so some CPU of that LLC walks its DSQs.
+ *
  * Limits: a walk visits at most LATCFS_SCAN_MAX tasks of each DSQ, so a task
  * queued deeper than that (in vtime order) waits until it rises within
  * reach; with that many tasks queued the bound cannot hold anyway. A CPU
@@ -60,6 +64,7 @@
 
 #include "task.bpf.h"
 #include "stats.bpf.h"
+#include "domain.bpf.h"
 
 /* Longest a queued task may wait, in ns (--max-wait-ms, default 500 ms). */
 const volatile u64 max_wait_ns = 500ULL * 1000 * 1000;
@@ -121,16 +126,15 @@ static bool bound_rescue_from(struct cpu_ctx *cctx, u64 dsq_id, s32 cpu, u64 now
  * not track it as a constant, and checks a walk once, not once per step.
  * Returns true if it moved a task.
  */
-static bool bound_dispatch(s32 cpu)
+static bool bound_dispatch(struct cpu_ctx *cctx, s32 cpu, u32 dom)
 {
-	struct cpu_ctx *cctx = this_cpu_ctx();
 	u64 now = scx_bpf_now(), first, second;
 
-	if (!cctx || (!cctx->rescue_pending && now - cctx->rescue_walk_at < max_wait_ns / 4))
+	if (!cctx->rescue_pending && now - cctx->rescue_walk_at < max_wait_ns / 4)
 		return false;
 	cctx->rescue_walk_at = now;
-	first = cctx->rescue_lat_first ? LATCFS_LAT_DSQ : LATCFS_SHARED_DSQ;
-	second = cctx->rescue_lat_first ? LATCFS_SHARED_DSQ : LATCFS_LAT_DSQ;
+	first = cctx->rescue_lat_first ? lat_dsq(dom) : fair_dsq(dom);
+	second = cctx->rescue_lat_first ? fair_dsq(dom) : lat_dsq(dom);
 	cctx->rescue_lat_first = !cctx->rescue_lat_first;
 	cctx->rescue_pending = bound_rescue_from(cctx, first, cpu, now) ||
 			       bound_rescue_from(cctx, second, cpu, now);

@@ -10,9 +10,15 @@
 enum latcfs_consts {
 	/* nice 0 weight, as in the kernel's sched_prio_to_weight[] scaled to scx */
 	LATCFS_WEIGHT_DFL	= 100,
-	/* id of the vtime-ordered DSQ that runnable tasks wait in */
+	/*
+	 * id of LLC 0's vtime-ordered DSQ, which its runnable tasks wait in;
+	 * LLC i's is LATCFS_SHARED_DSQ + 2 * i (domain.bpf.h)
+	 */
 	LATCFS_SHARED_DSQ	= 0,
-	/* id of the DSQ of latency-sensitive tasks, ordered by vtime + offset */
+	/*
+	 * id of LLC 0's DSQ of latency-sensitive tasks, ordered by vtime +
+	 * offset; LLC i's is LATCFS_LAT_DSQ + 2 * i
+	 */
 	LATCFS_LAT_DSQ		= 1,
 
 	/* latency nice range, as in the latency nice series */
@@ -133,7 +139,7 @@ enum latcfs_stat {
 	LATCFS_STAT_ENQUEUE,
 	/* ops.runnable() with SCX_ENQ_WAKEUP: tasks waking up */
 	LATCFS_STAT_WAKEUP,
-	/* tasks moved from the shared vtime DSQ to a CPU's local DSQ */
+	/* tasks moved from the CPU's own LLC's fair DSQ to its local DSQ */
 	LATCFS_STAT_SHARED,
 	/*
 	 * slice ends at which the running task went on with a fresh slice: it
@@ -232,6 +238,11 @@ enum latcfs_stat {
 	LATCFS_STAT_SLICE_TIMER_ARM,
 	LATCFS_STAT_SLICE_TIMER_FIRE,
 	LATCFS_STAT_SLICE_CUT,
+	/*
+	 * Tasks a CPU took from another LLC's DSQs (domain.bpf.h): its own
+	 * had none it may run, or that task was owed much more.
+	 */
+	LATCFS_STAT_STEAL,
 	LATCFS_NR_STATS,
 };
 

@@ -77,9 +77,6 @@ const volatile u64 lat_budget_ns = 20ULL * 1000 * 1000;
  */
 static u64 nr_lat_tasks;
 
-/* When the fair head was first bypassed in the current run of bypasses; 0 if not. */
-static u64 fair_bypassed_at;
-
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
@@ -245,10 +242,15 @@ static __always_inline void lat_carried(struct task_struct *p, struct task_ctx *
  * when the scheduler is merely unloading (the task is not exiting then). The
  * loader also removes the pid rules of processes it finds gone.
  */
-static __always_inline void lat_task_exit(struct task_struct *p)
+static __always_inline void lat_task_exit(struct task_struct *p, struct task_ctx *tctx)
 {
 	struct latcfs_rule_key key = { .id = p->tgid, .kind = LATCFS_RULE_PID };
 
+	/* whatever its offset, it leaves for good */
+	if (tctx->lat_counted) {
+		tctx->lat_counted = false;
+		__sync_fetch_and_sub(&nr_lat_tasks, 1);
+	}
 	if (!(p->flags & PF_EXITING) || BPF_CORE_READ(p, signal, live.counter))
 		return;
 	bpf_map_delete_elem(&lat_rules, &key);
@@ -265,6 +267,66 @@ static __always_inline void lat_refresh(struct task_struct *p, struct task_ctx *
 	lat_resolve(p, tctx, cgrp);
 	if (cgrp)
 		bpf_cgroup_release(cgrp);
+}
+
+/*
+ * Does @prev, still runnable as its slice ends on @cpu, lead domain @dom's
+ * latency DSQ? Its key with its latency offset against the key of the
+ * first latency task that may run here (main.bpf.c's prev_leads_queue()
+ * has checked the fair DSQ).
+ */
+static __always_inline bool lat_prev_leads(struct cpu_ctx *cctx, struct task_struct *prev,
+					   struct task_ctx *tctx, s32 cpu, u32 dom)
+{
+	u64 key = 0;
+	int found;
+
+	if (!nr_lat_tasks)
+		return true;
+	found = first_for_cpu(cctx, lat_dsq(dom), cpu, &key);
+	return !found ||
+	       (found > 0 && !time_before(key, vtime_key_current(prev, tctx, vtime_lat_offset(prev, tctx))));
+}
+
+/*
+ * Serve domain @dom's queues on this CPU: the latency head goes first while
+ * its key is within wakeup_gran_ns of the fair head's and the fair head has
+ * not been bypassed for longer than lat_budget_ns (see above); else fair
+ * order. @gran is wakeup_gran_ns (preempt.bpf.h, which includes this file).
+ */
+static bool lat_consume(u32 dom, u64 gran)
+{
+	struct dom_ctx *dctx = dom_ctx_of(dom);
+	struct task_struct *lat, *fair;
+	u64 now;
+
+	if (!nr_lat_tasks || !dctx || !(lat = dsq_head(lat_dsq(dom))))
+		return dom_consume(fair_dsq(dom), LATCFS_STAT_SHARED);
+	fair = dsq_head(fair_dsq(dom));
+	if (!fair) {
+		dctx->fair_bypassed_at = 0;
+		return dom_consume(lat_dsq(dom), LATCFS_STAT_LAT_DISPATCH) ||
+		       dom_consume(fair_dsq(dom), LATCFS_STAT_SHARED);
+	}
+	if (time_before(fair->scx.dsq_vtime + gran, lat->scx.dsq_vtime)) {
+		stat_inc(LATCFS_STAT_LAT_REFUSED);
+		goto fair_first;
+	}
+	now = scx_bpf_now();
+	if (!dctx->fair_bypassed_at) {
+		dctx->fair_bypassed_at = now;
+	} else if (now - dctx->fair_bypassed_at > lat_budget_ns) {
+		stat_inc(LATCFS_STAT_LAT_GUARD);
+		goto fair_first;
+	}
+	return dom_consume(lat_dsq(dom), LATCFS_STAT_LAT_DISPATCH) ||
+	       dom_consume(fair_dsq(dom), LATCFS_STAT_SHARED);
+fair_first:
+	if (dom_consume(fair_dsq(dom), LATCFS_STAT_SHARED)) {
+		dctx->fair_bypassed_at = 0;
+		return true;
+	}
+	return dom_consume(lat_dsq(dom), LATCFS_STAT_LAT_DISPATCH);
 }
 
 #endif /* __LATCFS_LATENCY_BPF_H */

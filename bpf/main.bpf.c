@@ -4,9 +4,14 @@
  *
  * Design overview
  * ---------------
- * Runnable tasks wait in a shared DSQ ordered by weighted virtual time
+ * Runnable tasks wait in DSQs ordered by weighted virtual time
  * (vruntime.bpf.h): the task that has received the least CPU relative to its
- * weight runs next, so nice levels translate into CPU shares. The order key
+ * weight runs next, so nice levels translate into CPU shares. There is one
+ * pair of DSQs (fair and latency) per LLC (domain.bpf.h): a task waits in
+ * its CPU's LLC, and a CPU serves its own LLC first and takes another's
+ * task when its own has none it may run or that task is owed much more,
+ * so shares hold machine-wide while enqueue and dispatch stay within an
+ * LLC. The order key
  * adds the time a task has run since it last woke (at most a slice), so
  * short sleepers go first among equals; the share is the vtime's alone. A
  * waking task's sleeper credit is bounded by slice_lag_ns so that long
@@ -29,7 +34,7 @@
  *
  * cgroups (cgroup.bpf.h) get the share their cpu.weight earns them in the
  * hierarchy: each task is charged with the weight its cgroup's share leaves
- * it, so one queue serves every cgroup fairly. Tasks in the root cgroup skip
+ * it, so the same vtime order serves every cgroup fairly. Tasks in the root cgroup skip
  * that work.
  *
  * Latency nice (latency.bpf.h) changes the order of service, never the share:
@@ -50,14 +55,16 @@
  *      │             └─ yes: preempt it (its local DSQ, SCX_ENQ_PREEMPT),
  *      │                 or, while it is protected, queue (below) and
  *      │                 arm a timer that preempts it when that ends
- *      ├──> latency-sensitive: latency DSQ (key + offset)
- *      └──> otherwise:         shared DSQ (key)
+ *      ├──> latency-sensitive: its LLC's latency DSQ (key + offset)
+ *      └──> otherwise:         its LLC's fair DSQ (key)
  *                 then wake an idle CPU it may use, if any
  *                                   │
  *   dispatch (a CPU ran out of work) <── a task past the wait bound first;
- *      │                                 then the latency head if within
- *      │                                 budget of the fair head, else the
- *      │                                 fair head
+ *      │                                 another LLC's task if owed much
+ *      │                                 more; then the latency head if
+ *      │                                 within budget of the fair head,
+ *      │                                 else the fair head; then another
+ *      │                                 LLC's task if this one has none
  *      │ prev still runnable and still first in line (or nothing else may
  *      │ run here): prev keeps its CPU with a fresh slice
  *      v
@@ -81,6 +88,8 @@
  * holds one concern and includes what it uses.
  */
 #include "stats.bpf.h"
+#include "topo.bpf.h"
+#include "domain.bpf.h"
 #include "vruntime.bpf.h"
 #include "bound.bpf.h"
 #include "latency.bpf.h"
@@ -127,7 +136,7 @@ void BPF_STRUCT_OPS(latcfs_runnable, struct task_struct *p, u64 enq_flags)
 	stat_inc(LATCFS_STAT_WAKEUP);
 	if (tctx)
 		vtime_woke(tctx);
-	if (vtime_bound_lag(p, tctx))
+	if (vtime_bound_lag(p, tctx, dom_of_task(p)))
 		stat_inc(LATCFS_STAT_LAG_CLAMP);
 }
 
@@ -135,11 +144,12 @@ void BPF_STRUCT_OPS(latcfs_enqueue, struct task_struct *p, u64 enq_flags)
 {
 	struct task_ctx *tctx = lookup_task_ctx(p);
 	u64 slice = task_full_slice(p, tctx);
+	u32 dom = dom_of_task(p);
 	s64 lat_off = 0;
 
 	stat_inc(LATCFS_STAT_ENQUEUE);
 	if (!tctx) {
-		scx_bpf_dsq_insert_vtime(p, LATCFS_SHARED_DSQ, slice, p->scx.dsq_vtime, enq_flags);
+		scx_bpf_dsq_insert_vtime(p, fair_dsq(dom), slice, p->scx.dsq_vtime, enq_flags);
 		goto queued;
 	}
 	/* preempted by a wakeup: it goes on after the wakee (preempt.bpf.h) */
@@ -155,39 +165,18 @@ void BPF_STRUCT_OPS(latcfs_enqueue, struct task_struct *p, u64 enq_flags)
 	if (tctx->lat_offset < 0)
 		lat_off = vtime_lat_offset(p, tctx);
 	if ((enq_flags & SCX_ENQ_WAKEUP) &&
-	    wakeup_preempt(p, tctx, vtime_key(p, tctx, lat_off), slice, enq_flags))
+	    wakeup_preempt(p, tctx, vtime_key(p, tctx, lat_off), slice, enq_flags, dom))
 		return;
 	key_bias(p, tctx, lat_off);
-	scx_bpf_dsq_insert_vtime(p, lat_off ? LATCFS_LAT_DSQ : LATCFS_SHARED_DSQ, slice,
+	scx_bpf_dsq_insert_vtime(p, lat_off ? lat_dsq(dom) : fair_dsq(dom), slice,
 				 p->scx.dsq_vtime, enq_flags);
 queued:
 	kick_idle_for(p);
 }
 
 /*
- * The first task of @dsq_id, in queue order, that may run on @cpu, looking
- * at no more than LATCFS_PEEK_MAX: 1 and its key in @key if found, 0 if the
- * DSQ holds no task that @cpu may run, -1 if the tasks looked at may not
- * but more lie beyond. The counter lives in cpu_ctx (see bound.bpf.h).
- */
-static int first_for_cpu(struct cpu_ctx *cctx, u64 dsq_id, s32 cpu, u64 *key)
-{
-	struct task_struct *p;
-
-	cctx->scan_seen = 0;
-	bpf_for_each(scx_dsq, p, dsq_id, 0) {
-		if (++cctx->scan_seen > LATCFS_PEEK_MAX)
-			return -1;
-		if (bpf_cpumask_test_cpu(cpu, p->cpus_ptr)) {
-			*key = p->scx.dsq_vtime;
-			return 1;
-		}
-	}
-	return 0;
-}
-
-/*
- * Should @prev, whose slice ran out but which is still runnable, keep @cpu?
+ * Should @prev, whose slice ran out but which is still runnable, keep @cpu,
+ * as far as its own domain @dom is concerned?
  *
  * At dispatch time @prev is neither charged for the slice it just used (that
  * happens in stopping()) nor back in a DSQ (that happens after a successor
@@ -200,97 +189,85 @@ static int first_for_cpu(struct cpu_ctx *cctx, u64 dsq_id, s32 cpu, u64 *key)
  * a task behind @prev. If the first few queued may not run here, @prev
  * does not keep, and the consume that follows finds the first that may.
  */
-static __always_inline bool prev_leads_queue(struct task_struct *prev, s32 cpu)
+static __always_inline bool prev_leads_queue(struct cpu_ctx *cctx, struct task_struct *prev,
+					     struct task_ctx *tctx, s32 cpu, u32 dom)
 {
-	struct task_ctx *tctx;
-	struct cpu_ctx *cctx;
 	u64 key = 0;
 	int found;
 
-	if (!(prev->scx.flags & SCX_TASK_QUEUED) || !(tctx = lookup_task_ctx(prev)) ||
-	    !(cctx = this_cpu_ctx()))
-		return false;
 	/* queued tasks carry their key in dsq_vtime (vruntime.bpf.h) */
-	found = first_for_cpu(cctx, LATCFS_SHARED_DSQ, cpu, &key);
+	found = first_for_cpu(cctx, fair_dsq(dom), cpu, &key);
 	if (found < 0 || (found > 0 && time_before(key, vtime_key_current(prev, tctx, 0))))
 		return false;
-	if (!nr_lat_tasks)
-		return true;
-	found = first_for_cpu(cctx, LATCFS_LAT_DSQ, cpu, &key);
-	return !found ||
-	       (found > 0 && !time_before(key, vtime_key_current(prev, tctx, vtime_lat_offset(prev, tctx))));
-}
-
-static __always_inline bool consume_fair(void)
-{
-	if (!scx_bpf_dsq_move_to_local(LATCFS_SHARED_DSQ, 0))
-		return false;
-	stat_inc(LATCFS_STAT_SHARED);
-	return true;
-}
-
-static __always_inline bool consume_latency(void)
-{
-	if (!scx_bpf_dsq_move_to_local(LATCFS_LAT_DSQ, 0))
-		return false;
-	stat_inc(LATCFS_STAT_LAT_DISPATCH);
-	return true;
+	return lat_prev_leads(cctx, prev, tctx, cpu, dom);
 }
 
 /*
- * Pick between the latency head and the fair head (see latency.bpf.h):
- * the latency head goes first while its key is within wakeup_gran_ns of the
- * fair head's vtime and the fair head has not been bypassed for longer than
- * lat_budget_ns.
+ * How far another domain's task must be behind before a CPU with work of
+ * its own takes it (domain.bpf.h): two slices of weighted time. Larger
+ * keeps tasks on their LLC longer; the share holds either way, this only
+ * bounds how far domains drift apart.
  */
-static bool consume_lat_or_fair(void)
+static __always_inline u64 steal_margin(void)
 {
-	struct task_struct *lat, *fair;
-	u64 now;
+	return 2 * slice_ns;
+}
 
-	lat = dsq_head(LATCFS_LAT_DSQ);
-	if (!lat)
-		return consume_fair();
-	fair = dsq_head(LATCFS_SHARED_DSQ);
-	if (!fair) {
-		fair_bypassed_at = 0;
-		return consume_latency() || consume_fair();
-	}
-	if (time_before(fair->scx.dsq_vtime + wakeup_gran_ns, lat->scx.dsq_vtime)) {
-		stat_inc(LATCFS_STAT_LAT_REFUSED);
-		goto fair_first;
-	}
-	now = scx_bpf_now();
-	if (!fair_bypassed_at) {
-		fair_bypassed_at = now;
-	} else if (now - fair_bypassed_at > lat_budget_ns) {
-		stat_inc(LATCFS_STAT_LAT_GUARD);
-		goto fair_first;
-	}
-	return consume_latency() || consume_fair();
-fair_first:
-	if (consume_fair()) {
-		fair_bypassed_at = 0;
-		return true;
-	}
-	return consume_latency();
+/*
+ * The key of what this CPU would run from its own domain @dom: the first
+ * fair or latency task that may run here; STEAL_NONE if none.
+ */
+static __always_inline u64 own_front(struct cpu_ctx *cctx, s32 cpu, u32 dom)
+{
+	u64 front = STEAL_NONE, key;
+
+	if (first_for_cpu(cctx, fair_dsq(dom), cpu, &key) > 0)
+		front = key;
+	if (nr_lat_tasks && first_for_cpu(cctx, lat_dsq(dom), cpu, &key) > 0 &&
+	    (front == STEAL_NONE || time_before(key, front)))
+		front = key;
+	return front;
 }
 
 void BPF_STRUCT_OPS(latcfs_dispatch, s32 cpu, struct task_struct *prev)
 {
-	struct task_ctx *tctx;
-	bool keep;
+	struct task_ctx *tctx = NULL;
+	struct cpu_ctx *cctx = this_cpu_ctx();
+	u32 dom = llc_of(cpu);
+	u64 steal = STEAL_NONE, sdsq = 0, front, now;
+	bool keep = false, own_empty;
 
 	if (test_error_after_ns && time_after(scx_bpf_now(), test_error_at))
 		scx_bpf_error("test error, requested by --test-error-after-ms");
+	if (!cctx)
+		return;
 
 	/* Tasks past the wait bound come first, whatever their vtime. */
-	if (bound_dispatch(cpu))
+	if (bound_dispatch(cctx, cpu, dom))
 		return;
 
-	keep = prev && prev_leads_queue(prev, cpu);
-	if (!keep && (nr_lat_tasks ? consume_lat_or_fair() : consume_fair()))
-		return;
+	/* Another domain's task, if one is owed much more (domain.bpf.h). */
+	now = scx_bpf_now();
+	own_empty = !dom_nr_queued(dom);
+	if (steal_due(cctx, own_empty, now))
+		steal = steal_pick(cctx, cpu, dom, own_empty, steal_margin(), &sdsq);
+
+	if (prev && (prev->scx.flags & SCX_TASK_QUEUED) && (tctx = lookup_task_ctx(prev)))
+		keep = prev_leads_queue(cctx, prev, tctx, cpu, dom) &&
+		       (steal == STEAL_NONE ||
+			!time_before(steal + steal_margin(), vtime_key_current(prev, tctx, 0)));
+	if (!keep) {
+		if (steal != STEAL_NONE) {
+			front = own_empty ? STEAL_NONE : own_front(cctx, cpu, dom);
+			if ((front == STEAL_NONE || time_before(steal + steal_margin(), front)) &&
+			    dom_consume(sdsq, LATCFS_STAT_STEAL))
+				return;
+		}
+		if (lat_consume(dom, wakeup_gran_ns))
+			return;
+		if (steal != STEAL_NONE && dom_consume(sdsq, LATCFS_STAT_STEAL))
+			return;
+	}
 	/*
 	 * Either @prev leads, or nothing queued may run here: let @prev go on
 	 * with a fresh slice instead of bouncing it through the queue, charged
@@ -298,7 +275,6 @@ void BPF_STRUCT_OPS(latcfs_dispatch, s32 cpu, struct task_struct *prev)
 	 */
 	if (prev && (prev->scx.flags & SCX_TASK_QUEUED)) {
 		stat_inc(LATCFS_STAT_KEEP);
-		tctx = lookup_task_ctx(prev);
 		if (tctx)
 			vtime_recharge(prev, tctx);
 		prev->scx.slice = task_full_slice(prev, tctx);
@@ -416,11 +392,7 @@ void BPF_STRUCT_OPS(latcfs_exit_task, struct task_struct *p, struct scx_exit_tas
 
 	if (!tctx)
 		return;
-	if (tctx->lat_counted) {
-		tctx->lat_counted = false;
-		__sync_fetch_and_sub(&nr_lat_tasks, 1);
-	}
-	lat_task_exit(p);
+	lat_task_exit(p, tctx);
 	cg_uncount(tctx);
 }
 
@@ -474,9 +446,8 @@ int BPF_PROG(latcfs_exec, struct task_struct *p, pid_t old_pid, struct linux_bin
 
 s32 BPF_STRUCT_OPS_SLEEPABLE(latcfs_init)
 {
-	s32 ret = scx_bpf_create_dsq(LATCFS_SHARED_DSQ, -1);
+	s32 ret = dom_init();
 
-	ret = ret ?: scx_bpf_create_dsq(LATCFS_LAT_DSQ, -1);
 	test_error_at = scx_bpf_now() + test_error_after_ns;
 	ret = ret ?: slice_init();
 	ret = ret ?: preempt_init();

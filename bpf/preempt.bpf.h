@@ -10,10 +10,10 @@
  * waking task that found no idle CPU preempts a running task when
  *
  *  - it would be served next anyway: its key is no later than the first
- *    key of either DSQ, so the preemption does not put it ahead of tasks
- *    that are owed the CPU before it (preempting for a wakee that would
- *    queue behind the head is what halved `perf bench sched messaging` in
- *    scx_eevdf); and
+ *    key of either DSQ of the domain it would wait in (domain.bpf.h), so
+ *    the preemption does not put it ahead of tasks that are owed the CPU
+ *    before it (preempting for a wakee that would queue behind the head is
+ *    what halved `perf bench sched messaging` in scx_eevdf); and
  *  - its key beats the running task's key, brought up to date, by more
  *    than wakeup_gran_ns; and
  *  - the running task has had its protection: it has run at least
@@ -201,7 +201,8 @@ static int preempt_timer_fn(void *map, int *key, struct preempt_timer *pt)
 	if (!cctx)
 		return 0;
 	cctx->defer_at = 0;
-	if (cctx->curr_valid && cctx->curr_started_at == cctx->defer_slice && slice_tasks_wait()) {
+	if (cctx->curr_valid && cctx->curr_started_at == cctx->defer_slice &&
+	    slice_tasks_wait(*key)) {
 		scx_bpf_kick_cpu(*key, SCX_KICK_PREEMPT);
 		stat_inc(LATCFS_STAT_PREEMPT_LATE);
 	}
@@ -230,11 +231,11 @@ static s32 preempt_init(void)
 /*
  * Waking @p found no idle CPU: preempt a running task for it if it wins
  * (see above), now or when that task's protection ends. @qkey is the key
- * it would be queued by, @slice its slice. Returns true if @p was placed
+ * it would be queued by in domain @dom's DSQs, @slice its slice. Returns true if @p was placed
  * on a CPU; otherwise it is queued as usual.
  */
 static bool wakeup_preempt(struct task_struct *p, struct task_ctx *tctx, u64 qkey, u64 slice,
-			   u64 enq_flags)
+			   u64 enq_flags, u32 dom)
 {
 	struct task_struct *head;
 	s32 this = bpf_get_smp_processor_id(), cpu = this, other = scx_bpf_task_cpu(p);
@@ -242,11 +243,11 @@ static bool wakeup_preempt(struct task_struct *p, struct task_ctx *tctx, u64 qke
 	enum preempt_verdict v;
 	u64 now, key, protect, at = 0, at2 = 0;
 
-	head = dsq_head(LATCFS_SHARED_DSQ);
+	head = dsq_head(fair_dsq(dom));
 	if (head && time_before(head->scx.dsq_vtime, qkey))
 		return false;
 	if (nr_lat_tasks) {
-		head = dsq_head(LATCFS_LAT_DSQ);
+		head = dsq_head(lat_dsq(dom));
 		if (head && time_before(head->scx.dsq_vtime, qkey))
 			return false;
 	}

@@ -72,10 +72,13 @@ static __always_inline u64 task_full_slice(struct task_struct *p, struct task_ct
 	return task_slice(p) + (tctx && tctx->lat_offset > 0 ? tctx->lat_offset : 0);
 }
 
-/* Do tasks wait in our DSQs? */
-static __always_inline bool slice_tasks_wait(void)
+/*
+ * Do tasks wait in the DSQs of @cpu's domain? Those of other domains take
+ * a tick to be noticed here (domain.bpf.h's steal check, in dispatch).
+ */
+static __always_inline bool slice_tasks_wait(s32 cpu)
 {
-	return scx_bpf_dsq_nr_queued(LATCFS_SHARED_DSQ) || scx_bpf_dsq_nr_queued(LATCFS_LAT_DSQ);
+	return dom_nr_queued(llc_of(cpu)) != 0;
 }
 
 /*
@@ -88,7 +91,7 @@ static void slice_timer_arm(struct cpu_ctx *cctx, u64 now)
 	u32 cpu = bpf_get_smp_processor_id();
 	u64 end = cctx->slice_end;
 
-	if (!end || !time_after(end, now) || !slice_tasks_wait())
+	if (!end || !time_after(end, now) || !slice_tasks_wait(cpu))
 		return;
 	if (cctx->timer_at && !time_after(cctx->timer_at, end) && time_after(cctx->timer_at, now))
 		return;
@@ -144,7 +147,7 @@ static int slice_timer_fn(void *map, int *key, struct slice_timer *st)
 		slice_timer_arm(cctx, now);
 		return 0;
 	}
-	if (slice_tasks_wait()) {
+	if (slice_tasks_wait(bpf_get_smp_processor_id())) {
 		scx_bpf_kick_cpu(bpf_get_smp_processor_id(), SCX_KICK_PREEMPT);
 		stat_inc(LATCFS_STAT_SLICE_CUT);
 	}

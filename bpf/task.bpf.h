@@ -71,6 +71,8 @@ struct cpu_ctx {
 	u64	resume_left;
 	/* tasks the current DSQ walk has visited */
 	u32	scan_seen;
+	/* when this CPU last looked at other domains' queues (domain.bpf.h) */
+	u64	steal_check_at;
 };
 
 struct {

@@ -14,12 +14,22 @@
  * by vtime, so the most under-served task runs next: this is weighted fair
  * queueing, as CFS does it. The arithmetic is in arith.h, overflow-free.
  *
- * The reference, vtime_ref, is CFS' min_vruntime for our one queue: the
- * least vtime at the queue's front, and it only moves forward. While tasks
- * wait, the front is the head of the shared DSQ and the latency DSQ's head
- * (its own vtime, without its latency offset); while none wait, it is what
- * the CPUs run. It is updated whenever a task starts or is charged to keep
- * its CPU (vtime_update_ref()). Because it is a minimum of the queue's
+ * The reference is CFS' min_vruntime for the queues: the least vtime at
+ * their front, and it only moves forward. Each LLC's queue keeps its own
+ * (dom_ctx.vtime_ref, domain.bpf.h): while tasks wait, its front is the
+ * head of the domain's fair DSQ and its latency DSQ's head (its own vtime,
+ * without its latency offset); while none wait, it is what the domain's
+ * CPUs run. It is updated whenever a task starts or is charged to keep its
+ * CPU (vtime_update_ref()), by the domain's own CPUs only. The clamps below
+ * work from the machine's reference, the least of the domains' (of those
+ * with tasks waiting, if any; domains where nothing started for
+ * VTIME_IDLE_NS do not count), recomputed by each domain's CPUs at most
+ * once per VTIME_SCAN_NS (vtime_update_gref()): vtimes are one machine-wide
+ * scale (domain.bpf.h), and a task moving between LLCs must keep its lag.
+ * Clamped against its new LLC's own reference, a task stolen from a
+ * crowded LLC into one whose tasks run ahead lost its credit at every move
+ * (cpu.weight 300 against 100 crowded on two nodes split 1.3:1, not 3:1).
+ * With one LLC the machine's reference is the domain's. Because it is a minimum of the queue's
  * front, a task started out of vtime order (straight onto an idle CPU,
  * pinned, the only task a CPU may run) cannot push it: a low-weight task
  * charged far ahead stays ahead of the reference instead of dragging it
@@ -84,10 +94,11 @@
  * priority-inheritance boost or a sched_setscheduler() round trip neither
  * forgives its debt nor takes its credit.
  *
- * Limits: while no task waits, computing the front reads every CPU's
- * cpu_ctx, O(nr_cpus), at most once per VTIME_SCAN_NS; fine for the
- * machines this queue design serves (one shared DSQ), and the reason the
- * reference is a function of one queue, ready to be kept per queue.
+ * Limits: while no task waits, computing the front reads the cpu_ctx of
+ * every CPU of the domain, at most once per VTIME_SCAN_NS per domain (the
+ * loop runs over all CPU ids and skips other LLCs': O(nr_cpus) cheap
+ * reads). A domain whose CPUs all idle keeps its reference where it was
+ * until a task starts there.
  */
 #ifndef __LATCFS_VRUNTIME_BPF_H
 #define __LATCFS_VRUNTIME_BPF_H
@@ -95,6 +106,7 @@
 #include "arith.h"
 #include "task.bpf.h"
 #include "cgroup.bpf.h"
+#include "domain.bpf.h"
 
 /* Base time slice a task gets each time it is dispatched (--slice-us, default 3000 µs). */
 const volatile u64 slice_ns = 3ULL * 1000 * 1000;
@@ -115,11 +127,33 @@ const volatile u64 slice_lag_ns = 3ULL * 1000 * 1000;
 #define VTIME_MAX_LEAD_NS	(100ULL * 1000 * 1000)
 #define VTIME_MAX_LEAD_CAP_NS	(10ULL * 1000 * 1000 * 1000)
 
-/* How often, at most, the CPUs' running vtimes are scanned (while none wait). */
+/*
+ * How often, at most, a domain's running vtimes are scanned (while none
+ * wait), and a domain's CPUs recompute the machine's reference.
+ */
 #define VTIME_SCAN_NS		(1ULL * 1000 * 1000)
 
-/* The queue's reference vtime (see above): monotonic. */
-static u64 vtime_ref;
+/* A domain where no task started for this long is idle: its reference is stale. */
+#define VTIME_IDLE_NS		(10ULL * 1000 * 1000)
+
+/* The machine's reference (see above), for machines with more than one LLC. */
+static u64 vtime_gref;
+
+/* Domain @dom's reference vtime (see above): monotonic. */
+static __always_inline u64 dom_ref(u32 dom)
+{
+	struct dom_ctx *dctx = dom_ctx_of(dom);
+
+	return dctx ? READ_ONCE(dctx->vtime_ref) : 0;
+}
+
+/* The reference the clamps work from (see above): monotonic. */
+static __always_inline u64 vtime_ref(void)
+{
+	if (nr_llcs <= 1)
+		return dom_ref(0);
+	return READ_ONCE(vtime_gref);
+}
 
 /* Weighted vtime that @delta_ns of wall time is worth to @p. */
 static __always_inline u64 scale_by_weight_inverse(struct task_struct *p, struct task_ctx *tctx,
@@ -158,18 +192,6 @@ static __always_inline s64 vtime_lat_offset(struct task_struct *p, struct task_c
 	return -(s64)vtime_in_group(p, tctx, -tctx->lat_offset);
 }
 
-/*
- * The first task of DSQ @dsq_id, or NULL. Before Linux 7.1 the compat peek
- * is an iterator walk that takes the DSQ's lock; the count read first
- * spares that when the DSQ is empty, the common case while CPUs keep up.
- */
-static __always_inline struct task_struct *dsq_head(u64 dsq_id)
-{
-	if (!scx_bpf_dsq_nr_queued(dsq_id))
-		return NULL;
-	return __COMPAT_scx_bpf_dsq_peek(dsq_id);
-}
-
 /* The vtime of a task waiting in a DSQ, without its key bias. */
 static __always_inline u64 vtime_of_queued(struct task_struct *p)
 {
@@ -203,33 +225,34 @@ static __always_inline void key_unbias(struct task_struct *p, struct task_ctx *t
 	}
 }
 
-/* When the CPUs' running vtimes were last scanned. */
-static u64 vtime_scan_at;
-
 /*
- * Move the reference to the queue's front, if that is ahead of it: the least
- * of @cand (the vtime of a task starting or just charged here) and the heads
- * of the DSQs, or, if nothing waits, of what the CPUs run. It runs only
- * when the reference would move, and a lost race leaves it a little behind,
- * never ahead.
+ * Move domain @dom's reference to its queue's front, if that is ahead of
+ * it: the least of @cand (the vtime of a task starting or just charged
+ * here) and the heads of the domain's DSQs, or, if nothing waits, of what
+ * its CPUs run. It runs only when the reference would move, and a lost
+ * race leaves it a little behind, never ahead.
  */
-static void vtime_update_ref(u64 cand)
+static void vtime_update_ref(u32 dom, u64 cand)
 {
-	u64 ref = READ_ONCE(vtime_ref), now;
+	struct dom_ctx *dctx = dom_ctx_of(dom);
+	u64 ref, now;
 	struct task_struct *head;
 	struct cpu_ctx *cctx;
 	u32 cpu, nr = scx_bpf_nr_cpu_ids();
 	bool waiting = false;
 
+	if (!dctx)
+		return;
+	ref = READ_ONCE(dctx->vtime_ref);
 	if (!vt_before(ref, cand))
 		return;
-	head = dsq_head(LATCFS_SHARED_DSQ);
+	head = dsq_head(fair_dsq(dom));
 	if (head) {
 		waiting = true;
 		if (vt_before(head->scx.dsq_vtime, cand))
 			cand = head->scx.dsq_vtime;
 	}
-	head = dsq_head(LATCFS_LAT_DSQ);
+	head = dsq_head(lat_dsq(dom));
 	if (head) {
 		waiting = true;
 		if (vt_before(vtime_of_queued(head), cand))
@@ -238,34 +261,81 @@ static void vtime_update_ref(u64 cand)
 	if (!waiting) {
 		/* rate-limited: between scans the reference waits a little */
 		now = scx_bpf_now();
-		if (now - READ_ONCE(vtime_scan_at) < VTIME_SCAN_NS)
+		if (now - READ_ONCE(dctx->vtime_scan_at) < VTIME_SCAN_NS)
 			return;
-		WRITE_ONCE(vtime_scan_at, now);
+		WRITE_ONCE(dctx->vtime_scan_at, now);
 		bpf_for(cpu, 0, nr) {
 			if (cpu >= LATCFS_MAX_CPUS)
 				break;
+			if (nr_llcs > 1 && llc_of(cpu) != dom)
+				continue;
 			cctx = cpu_ctx_of(cpu);
 			if (cctx && cctx->curr_valid && vt_before(cctx->curr_vtime, cand))
 				cand = cctx->curr_vtime;
 		}
 	}
+	if (waiting != dctx->waiting)
+		dctx->waiting = waiting;
 	if (vt_before(ref, cand))
-		__sync_val_compare_and_swap(&vtime_ref, ref, vt_advance(ref, cand));
+		__sync_val_compare_and_swap(&dctx->vtime_ref, ref, vt_advance(ref, cand));
 }
 
 /*
- * Bound the sleeper credit of waking task @p, shrunk by the queue (see
- * above). Returns true when the bound applied.
+ * A task starts on a CPU of domain @dom (or keeps it for another slice):
+ * note the domain active, and recompute the machine's reference from the
+ * domains' if this domain has not done so for VTIME_SCAN_NS (see above).
  */
-static __always_inline bool vtime_bound_lag(struct task_struct *p, struct task_ctx *tctx)
+static void vtime_update_gref(u32 dom)
+{
+	struct dom_ctx *dctx = dom_ctx_of(dom), *o;
+	u64 now = scx_bpf_now(), wait_min = 0, run_min = 0, g, cand;
+	bool any_wait = false, any_run = false;
+	u32 d, n = nr_llcs;
+
+	if (nr_llcs <= 1 || !dctx)
+		return;
+	if (now - READ_ONCE(dctx->active_at) >= VTIME_SCAN_NS)
+		WRITE_ONCE(dctx->active_at, now);
+	if (now - dctx->gref_at < VTIME_SCAN_NS)
+		return;
+	dctx->gref_at = now;
+	bpf_for(d, 0, n) {
+		if (!(o = dom_ctx_of(d)) || now - READ_ONCE(o->active_at) > VTIME_IDLE_NS)
+			continue;
+		cand = READ_ONCE(o->vtime_ref);
+		if (READ_ONCE(o->waiting)) {
+			if (!any_wait || vt_before(cand, wait_min))
+				wait_min = cand;
+			any_wait = true;
+		} else {
+			if (!any_run || vt_before(cand, run_min))
+				run_min = cand;
+			any_run = true;
+		}
+	}
+	if (!any_wait && !any_run)
+		return;
+	cand = any_wait ? wait_min : run_min;
+	g = READ_ONCE(vtime_gref);
+	if (vt_before(g, cand))
+		__sync_val_compare_and_swap(&vtime_gref, g, vt_advance(g, cand));
+}
+
+/*
+ * Bound the sleeper credit of waking task @p, shrunk by the queue of
+ * domain @dom, where it is about to wait or run (see above). Returns true
+ * when the bound applied.
+ */
+static __always_inline bool vtime_bound_lag(struct task_struct *p, struct task_ctx *tctx, u32 dom)
 {
 	u64 lag = tctx ? vtime_in_group(p, tctx, slice_lag_ns) : slice_lag_ns;
+	struct dom_ctx *dctx = dom_ctx_of(dom);
 	u64 vtime;
 
-	lag = credit_share(lag, scx_bpf_nr_cpu_ids(),
-			   scx_bpf_dsq_nr_queued(LATCFS_SHARED_DSQ) +
-			   scx_bpf_dsq_nr_queued(LATCFS_LAT_DSQ));
-	vtime = vt_floor(p->scx.dsq_vtime, READ_ONCE(vtime_ref), lag);
+	if (!dctx)
+		return false;
+	lag = credit_share(lag, dctx->nr_cpus ?: 1, dom_nr_queued(dom));
+	vtime = vt_floor(p->scx.dsq_vtime, vtime_ref(), lag);
 
 	if (vtime == p->scx.dsq_vtime)
 		return false;
@@ -304,7 +374,8 @@ static __always_inline void vtime_start(struct task_struct *p, struct task_ctx *
 	tctx->last_run_at = scx_bpf_now();
 	if (cctx)
 		vtime_note_curr(cctx, p, tctx);
-	vtime_update_ref(p->scx.dsq_vtime);
+	vtime_update_ref(this_dom(), p->scx.dsq_vtime);
+	vtime_update_gref(this_dom());
 }
 
 /* Weighted time @p has run since vtime_start() or its last charge. */
@@ -352,7 +423,7 @@ static __always_inline u64 vtime_max_lead(struct task_struct *p, struct task_ctx
  */
 static __always_inline void vtime_charge(struct task_struct *p, struct task_ctx *tctx)
 {
-	u64 ref = READ_ONCE(vtime_ref), w = vtime_uncharged(p, tctx);
+	u64 ref = vtime_ref(), w = vtime_uncharged(p, tctx);
 	u64 vtime = vt_cap(p->scx.dsq_vtime + w, ref, vtime_max_lead(p, tctx));
 
 	p->scx.dsq_vtime = vt_floor(vtime, ref, vtime_in_group(p, tctx, slice_lag_ns));
@@ -382,13 +453,14 @@ static __always_inline void vtime_recharge(struct task_struct *p, struct task_ct
 	tctx->last_run_at = scx_bpf_now();
 	if (cctx)
 		vtime_note_curr(cctx, p, tctx);
-	vtime_update_ref(p->scx.dsq_vtime);
+	vtime_update_ref(this_dom(), p->scx.dsq_vtime);
+	vtime_update_gref(this_dom());
 }
 
 /* @p leaves sched_ext: keep its lag for when it returns. */
 static __always_inline void vtime_save(struct task_struct *p, struct task_ctx *tctx)
 {
-	tctx->saved_lag = vt_saved_lag(p->scx.dsq_vtime, READ_ONCE(vtime_ref), slice_lag_ns,
+	tctx->saved_lag = vt_saved_lag(p->scx.dsq_vtime, vtime_ref(), slice_lag_ns,
 				       VTIME_MAX_LEAD_NS);
 	tctx->has_saved_lag = true;
 }
@@ -399,7 +471,7 @@ static __always_inline void vtime_save(struct task_struct *p, struct task_ctx *t
  */
 static __always_inline void vtime_restore(struct task_struct *p, struct task_ctx *tctx)
 {
-	u64 ref = READ_ONCE(vtime_ref);
+	u64 ref = vtime_ref();
 
 	if (tctx && tctx->has_saved_lag) {
 		p->scx.dsq_vtime = ref + tctx->saved_lag;

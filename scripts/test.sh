@@ -83,7 +83,7 @@ else
 	run_suites "VM tests, in a qemu guest with SMT siblings and 2 LLCs" \
 		env LATCFS_QEMU_OPTS="-smp 8,sockets=2,cores=2,threads=2" \
 		scripts/vm-run.sh --cpus 8 -- tests/vm/all.sh tests/vm/smt2llc
-	# This boot's suite takes about 2 minutes; a hotplug that hangs the
+	# This boot's suites take about 5 minutes; a hotplug that hangs the
 	# guest must fail it in minutes, not eat CI's budget.
 	# Two NUMA nodes of two single-CPU LLCs (four sockets, an L3 each).
 	run_suites "VM tests, in a qemu guest with 4 CPUs in 2 NUMA nodes (hotplug, NUMA)" \

@@ -66,6 +66,7 @@ pub const NAMES: [&str; bpf_intf::latcfs_stat_LATCFS_NR_STATS as usize] = [
     "slice_timer_arm",
     "slice_timer_fire",
     "slice_cut",
+    "steal",
 ];
 
 /// Counters that are levels, not event counts: an interval reports their
@@ -142,11 +143,11 @@ pub const DERIVED: [&str; 2] = ["recent_rate", "fast_rate"];
     desc = "scx_latcfs: events since the previous request, summed over CPUs (a rate without a sample is null in JSON, - on the stats line)"
 )]
 pub struct LatcfsStats {
-    #[stat(desc = "tasks queued in the shared vtime queue (ops.enqueue)")]
+    #[stat(desc = "tasks queued in a vtime queue (ops.enqueue)")]
     pub enq: u64,
     #[stat(desc = "task wakeups")]
     pub wakeup: u64,
-    #[stat(desc = "tasks a CPU pulled from the shared vtime queue")]
+    #[stat(desc = "tasks a CPU pulled from its own LLC's vtime queue")]
     pub shared: u64,
     #[stat(desc = "slice ends where the running task kept its CPU with a fresh slice")]
     pub keep: u64,
@@ -238,6 +239,10 @@ pub struct LatcfsStats {
     pub slice_timer_fire: u64,
     #[stat(desc = "slices a timer ended between ticks because tasks waited")]
     pub slice_cut: u64,
+    #[stat(
+        desc = "tasks a CPU took from another LLC's queue: its own had none it may run, or that task was owed much more"
+    )]
+    pub steal: u64,
     #[stat(desc = "percent: sis_recent / (sis_recent + sis_recent_miss)")]
     #[serde(deserialize_with = "nan_if_null")]
     pub recent_rate: f64,

@@ -119,11 +119,12 @@ test_bpf_error() {
 		{ fail "reason not printed: $(tail -n3 "$WORK/e.err")"; return 1; }
 	# the kernel's exit dump, with what ops.dump/dump_cpu/dump_task add
 	local l
-	for l in 'latcfs: vtime_ref [0-9]+ nr_lat_tasks' 'latcfs: shared dsq: [0-9]+ queued' \
+	for l in 'latcfs: nr_lat_tasks [0-9]+ ' 'latcfs: llc 0 vtime_ref -?[0-9]+us' \
+		'latcfs: llc 0 shared dsq: [0-9]+ queued' \
 		'latcfs: cpu [0-9]+ ' 'latcfs: vtime -?[0-9]+us waited'; do
 		grep -qE "$l" "$WORK/e.err" || { fail "the exit dump lacks /$l/: $(grep -c latcfs: "$WORK/e.err") latcfs lines"; return 1; }
 	done
-	echo "  exit dump: $(grep -c 'latcfs: ' "$WORK/e.err") lines from latcfs, e.g. $(grep -m1 'latcfs: shared dsq' "$WORK/e.err")"
+	echo "  exit dump: $(grep -c 'latcfs: ' "$WORK/e.err") lines from latcfs, e.g. $(grep -m1 'latcfs: llc 0 shared dsq' "$WORK/e.err")"
 	is_detached && [ ! -e $PINS ] || fail "state $(state), pins $(ls $PINS 2>/dev/null)"
 	# the error is the point of this test, not a failure of the next one
 	DMESG_START=$(dmesg | wc -l)
