@@ -46,8 +46,9 @@
  * share is above that never wait that long and never notice the bound. The
  * rescue counter (stats) says how often it took over.
  *
- * Every task waits in a domain where some CPU may run it (dom_of_task()),
- * so some CPU of that LLC walks its DSQs.
+ * Each walk covers the CPU's own LLC's DSQs (domain.bpf.h) and then the
+ * other LLCs', so a task is rescued by any CPU it may use, as with one
+ * queue, even when every CPU of its own LLC is held by a higher class.
  *
  * Limits: a walk visits at most LATCFS_SCAN_MAX tasks of each DSQ, so a task
  * queued deeper than that (in vtime order) waits until it rises within
@@ -106,6 +107,8 @@ static bool bound_rescue_from(struct cpu_ctx *cctx, u64 dsq_id, s32 cpu, u64 now
 {
 	struct task_struct *p;
 
+	if (!scx_bpf_dsq_nr_queued(dsq_id))
+		return false;
 	cctx->scan_seen = 0;
 	bpf_for_each(scx_dsq, p, dsq_id, 0) {
 		if (++cctx->scan_seen > LATCFS_SCAN_MAX)
@@ -114,6 +117,27 @@ static bool bound_rescue_from(struct cpu_ctx *cctx, u64 dsq_id, s32 cpu, u64 now
 		    !bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
 			continue;
 		if (scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * After the CPU's own domain, the others' (domain.bpf.h): a task may wait
+ * in a domain whose CPUs a higher sched class holds, or whose CPUs in its
+ * mask are all busy with tasks ahead of it; any CPU it may use rescues it.
+ */
+static bool bound_rescue_others(struct cpu_ctx *cctx, s32 cpu, u32 dom, u64 now)
+{
+	u32 d, n = nr_llcs;
+
+	if (n <= 1)
+		return false;
+	bpf_for(d, 0, n) {
+		if (d == dom)
+			continue;
+		if (bound_rescue_from(cctx, fair_dsq(d), cpu, now) ||
+		    bound_rescue_from(cctx, lat_dsq(d), cpu, now))
 			return true;
 	}
 	return false;
@@ -137,7 +161,8 @@ static bool bound_dispatch(struct cpu_ctx *cctx, s32 cpu, u32 dom)
 	second = cctx->rescue_lat_first ? fair_dsq(dom) : lat_dsq(dom);
 	cctx->rescue_lat_first = !cctx->rescue_lat_first;
 	cctx->rescue_pending = bound_rescue_from(cctx, first, cpu, now) ||
-			       bound_rescue_from(cctx, second, cpu, now);
+			       bound_rescue_from(cctx, second, cpu, now) ||
+			       bound_rescue_others(cctx, cpu, dom, now);
 	if (cctx->rescue_pending)
 		stat_inc(LATCFS_STAT_RESCUE);
 	return cctx->rescue_pending;

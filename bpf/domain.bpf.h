@@ -30,14 +30,18 @@
  *    another, the crowded LLC's keys fall behind until its hogs spread, and
  *    shares hold machine-wide as they do with one queue.
  *
- * The candidate is the least key among the other domains' first tasks that
- * may run here (a DSQ's first LATCFS_PEEK_MAX tasks are looked at); a
- * domain in another NUMA node counts steal_margin further behind, so tasks
- * cross nodes only for a larger imbalance. Looking costs a lockless
- * queue-length read per domain and a head walk (under that DSQ's lock) per
- * non-empty one, so a CPU whose own domain has work looks at most once per
- * STEAL_CHECK_NS. Latency DSQs of other domains are looked at only when
- * the own domain is empty: their order is their domain's business.
+ * The candidate is the least key among the other domains' first fair
+ * tasks that may run here (a DSQ's first LATCFS_PEEK_MAX tasks are looked
+ * at); a domain in another NUMA node counts steal_margin further behind,
+ * so tasks cross nodes only for a larger imbalance. Looking costs a
+ * lockless queue-length read per domain and a head walk (under that DSQ's
+ * lock) per non-empty one, so a CPU whose own domain has work looks at
+ * most once per STEAL_CHECK_NS. When the own domain yields nothing at all,
+ * the CPU takes the first task it may run from any other domain's DSQs,
+ * fair or latency, this node's first (steal_any()): the kernel scans those
+ * whole. And the wait bound's walks (bound.bpf.h) go on into the other
+ * domains, so a task waiting in a domain whose CPUs a higher sched class
+ * holds is still rescued by any CPU it may use.
  *
  * Shared state, and why: a dom_ctx is written by its own LLC's CPUs (when
  * its reference moves, and a note at most once per VTIME_SCAN_NS) and
@@ -74,20 +78,22 @@ struct dom_ctx {
 	u64	vtime_scan_at;
 	/*
 	 * when a task last started here (noted at most once per
-	 * VTIME_SCAN_NS), whether the front was a queued task at the last
-	 * update of the reference, and when this domain's CPUs last
-	 * recomputed the machine's reference from the domains' (vruntime.bpf.h)
+	 * VTIME_SCAN_NS), and when this domain's CPUs last recomputed the
+	 * machine's reference from the domains' (vruntime.bpf.h)
 	 */
 	u64	active_at;
 	u64	gref_at;
-	bool	waiting;
 	/* when its fair head was first bypassed by its latency DSQ; 0 if not (latency.bpf.h) */
 	u64	fair_bypassed_at;
 	/* its CPUs, and the node they are in */
 	u32	nr_cpus;
 	u32	node;
-	/* one cache line per domain: its CPUs write it, others' must not bounce it */
-	u64	pad[1];
+	/*
+	 * Its CPUs write it, others' must not bounce it: 128 bytes, so that
+	 * one domain's entry never shares a 64-byte line with another's
+	 * (array map values start 8-byte aligned, not line aligned).
+	 */
+	u64	pad[9];
 };
 
 struct {
@@ -126,10 +132,15 @@ static __always_inline u32 this_dom(void)
  */
 static __always_inline u32 dom_of_task(struct task_struct *p)
 {
+	const struct cpumask *online;
 	s32 cpu = scx_bpf_task_cpu(p);
 
-	if (!bpf_cpumask_test_cpu(cpu, p->cpus_ptr))
-		cpu = bpf_cpumask_any_distribute(p->cpus_ptr);
+	if (!bpf_cpumask_test_cpu(cpu, p->cpus_ptr)) {
+		/* an online one: a possible CPU may have no LLC of its own */
+		online = scx_bpf_get_online_cpumask();
+		cpu = bpf_cpumask_any_and_distribute(p->cpus_ptr, online);
+		scx_bpf_put_cpumask(online);
+	}
 	return llc_of(cpu);
 }
 
@@ -178,7 +189,7 @@ static int first_for_cpu(struct cpu_ctx *cctx, u64 dsq_id, s32 cpu, u64 *key)
 /* Move the first task of @dsq_id that may run here to this CPU, counted in @stat. */
 static __always_inline bool dom_consume(u64 dsq_id, u32 stat)
 {
-	if (!scx_bpf_dsq_move_to_local(dsq_id, 0))
+	if (!scx_bpf_dsq_nr_queued(dsq_id) || !scx_bpf_dsq_move_to_local(dsq_id, 0))
 		return false;
 	stat_inc(stat);
 	return true;
@@ -196,12 +207,14 @@ static __always_inline bool steal_due(struct cpu_ctx *cctx, bool own_empty, u64 
 }
 
 /*
- * The best task for @cpu in a domain other than @dom: the least key, a
+ * The task of another domain most owed CPU, for @cpu: the least key, a
  * domain in another node counting @margin more, among the first tasks of
- * their fair DSQs (and of their latency DSQs if @any) that may run here.
- * Its DSQ in @dsq; returns its key plus that penalty, or STEAL_NONE.
+ * their fair DSQs that may run here. (Latency DSQ keys carry their offset,
+ * and their order is their domain's: those are taken only by
+ * steal_any().) Its DSQ in @dsq; returns its key plus that penalty, or
+ * STEAL_NONE.
  */
-static u64 steal_pick(struct cpu_ctx *cctx, s32 cpu, u32 dom, bool any, u64 margin, u64 *dsq)
+static u64 steal_pick(struct cpu_ctx *cctx, s32 cpu, u32 dom, u64 margin, u64 *dsq)
 {
 	u32 d, node = node_of(cpu), n = nr_llcs;
 	u64 best = STEAL_NONE, key, pen;
@@ -217,13 +230,32 @@ static u64 steal_pick(struct cpu_ctx *cctx, s32 cpu, u32 dom, bool any, u64 marg
 			best = key + pen;
 			*dsq = fair_dsq(d);
 		}
-		if (any && first_for_cpu(cctx, lat_dsq(d), cpu, &key) > 0 &&
-		    (best == STEAL_NONE || time_before(key + pen, best))) {
-			best = key + pen;
-			*dsq = lat_dsq(d);
-		}
 	}
 	return best;
+}
+
+/*
+ * This CPU would go idle (or keep prev although it does not lead): take
+ * the first task that may run here from any other domain, those of this
+ * node first, whatever its key. The kernel scans each DSQ whole, so tasks
+ * behind others that may not run here are found too: no CPU idles while a
+ * task it may run waits anywhere.
+ */
+static bool steal_any(s32 cpu, u32 dom)
+{
+	u32 d, pass, n = nr_llcs, node = node_of(cpu);
+	struct dom_ctx *dctx;
+
+	bpf_for(pass, 0, 2) {
+		bpf_for(d, 0, n) {
+			if (d == dom || !(dctx = dom_ctx_of(d)) || (dctx->node == node) != !pass)
+				continue;
+			if (dom_consume(fair_dsq(d), LATCFS_STAT_STEAL) ||
+			    dom_consume(lat_dsq(d), LATCFS_STAT_STEAL))
+				return true;
+		}
+	}
+	return false;
 }
 
 /*

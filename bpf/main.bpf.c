@@ -214,19 +214,17 @@ static __always_inline u64 steal_margin(void)
 }
 
 /*
- * The key of what this CPU would run from its own domain @dom: the first
- * fair or latency task that may run here; STEAL_NONE if none.
+ * The key of what this CPU would run from its own domain @dom's fair DSQ:
+ * the first task that may run here; STEAL_NONE if none.
  */
 static __always_inline u64 own_front(struct cpu_ctx *cctx, s32 cpu, u32 dom)
 {
-	u64 front = STEAL_NONE, key;
+	u64 key;
 
+	/* fair keys only: steal_pick()'s are */
 	if (first_for_cpu(cctx, fair_dsq(dom), cpu, &key) > 0)
-		front = key;
-	if (nr_lat_tasks && first_for_cpu(cctx, lat_dsq(dom), cpu, &key) > 0 &&
-	    (front == STEAL_NONE || time_before(key, front)))
-		front = key;
-	return front;
+		return key;
+	return STEAL_NONE;
 }
 
 void BPF_STRUCT_OPS(latcfs_dispatch, s32 cpu, struct task_struct *prev)
@@ -235,7 +233,7 @@ void BPF_STRUCT_OPS(latcfs_dispatch, s32 cpu, struct task_struct *prev)
 	struct cpu_ctx *cctx = this_cpu_ctx();
 	u32 dom = llc_of(cpu);
 	u64 steal = STEAL_NONE, sdsq = 0, front, now;
-	bool keep = false, own_empty;
+	bool keep = false, own_empty = false;
 
 	if (test_error_after_ns && time_after(scx_bpf_now(), test_error_at))
 		scx_bpf_error("test error, requested by --test-error-after-ms");
@@ -247,10 +245,12 @@ void BPF_STRUCT_OPS(latcfs_dispatch, s32 cpu, struct task_struct *prev)
 		return;
 
 	/* Another domain's task, if one is owed much more (domain.bpf.h). */
-	now = scx_bpf_now();
-	own_empty = !dom_nr_queued(dom);
-	if (steal_due(cctx, own_empty, now))
-		steal = steal_pick(cctx, cpu, dom, own_empty, steal_margin(), &sdsq);
+	if (nr_llcs > 1) {
+		now = scx_bpf_now();
+		own_empty = !dom_nr_queued(dom);
+		if (steal_due(cctx, own_empty, now))
+			steal = steal_pick(cctx, cpu, dom, steal_margin(), &sdsq);
+	}
 
 	if (prev && (prev->scx.flags & SCX_TASK_QUEUED) && (tctx = lookup_task_ctx(prev)))
 		keep = prev_leads_queue(cctx, prev, tctx, cpu, dom) &&
@@ -265,7 +265,7 @@ void BPF_STRUCT_OPS(latcfs_dispatch, s32 cpu, struct task_struct *prev)
 		}
 		if (lat_consume(dom, wakeup_gran_ns))
 			return;
-		if (steal != STEAL_NONE && dom_consume(sdsq, LATCFS_STAT_STEAL))
+		if (nr_llcs > 1 && steal_any(cpu, dom))
 			return;
 	}
 	/*

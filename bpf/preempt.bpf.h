@@ -129,16 +129,17 @@ enum preempt_verdict {
  * Would waking @p, with preemption key @key, win @cpu from its current
  * task? @protect is how long that task runs, in weighted ns since its
  * slice began, before a wakeup may preempt it. For PREEMPT_LATER, @at is
- * when the protection ends.
+ * when the protection ends. @cpu counts only in domain @dom, where @p would
+ * wait: preempting a CPU of another LLC would let it jump that LLC's queue.
  */
-static __always_inline enum preempt_verdict preempt_test(struct task_struct *p, s32 cpu, u64 key,
-							 u64 protect, u64 now, u64 *at)
+static __always_inline enum preempt_verdict preempt_test(struct task_struct *p, s32 cpu, u32 dom,
+							 u64 key, u64 protect, u64 now, u64 *at)
 {
 	struct cpu_ctx *cctx;
 	u64 curr_key, ran;
 
 	if (cpu < 0 || !bpf_cpumask_test_cpu(cpu, p->cpus_ptr) || !(cctx = cpu_ctx_of(cpu)) ||
-	    !cctx->curr_valid)
+	    !cctx->curr_valid || (nr_llcs > 1 && llc_of(cpu) != dom))
 		return PREEMPT_NO;
 	curr_key = preempt_curr_key(cctx, now, &ran);
 	if (!time_before(key + wakeup_gran_ns, curr_key))
@@ -256,11 +257,11 @@ static bool wakeup_preempt(struct task_struct *p, struct task_ctx *tctx, u64 qke
 	key = qkey + (tctx->lat_offset > 0 ? tctx->lat_offset : 0);
 	protect = preempt_protect(wakeup_gran_ns, tctx->lat_offset);
 	/* victims: this CPU, then the wakee's own, or another (see above) */
-	v = preempt_test(p, cpu, key, protect, now, &at);
+	v = preempt_test(p, cpu, dom, key, protect, now, &at);
 	if (other == cpu && p->nr_cpus_allowed > 1)
 		other = bpf_cpumask_any_distribute(p->cpus_ptr);
 	if (v != PREEMPT_NOW && other != cpu) {
-		switch (preempt_test(p, other, key, protect, now, &at2)) {
+		switch (preempt_test(p, other, dom, key, protect, now, &at2)) {
 		case PREEMPT_NOW:
 			cpu = other;
 			v = PREEMPT_NOW;

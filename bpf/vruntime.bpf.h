@@ -274,8 +274,6 @@ static void vtime_update_ref(u32 dom, u64 cand)
 				cand = cctx->curr_vtime;
 		}
 	}
-	if (waiting != dctx->waiting)
-		dctx->waiting = waiting;
 	if (vt_before(ref, cand))
 		__sync_val_compare_and_swap(&dctx->vtime_ref, ref, vt_advance(ref, cand));
 }
@@ -303,7 +301,7 @@ static void vtime_update_gref(u32 dom)
 		if (!(o = dom_ctx_of(d)) || now - READ_ONCE(o->active_at) > VTIME_IDLE_NS)
 			continue;
 		cand = READ_ONCE(o->vtime_ref);
-		if (READ_ONCE(o->waiting)) {
+		if (dom_nr_queued(d)) {
 			if (!any_wait || vt_before(cand, wait_min))
 				wait_min = cand;
 			any_wait = true;
