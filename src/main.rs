@@ -119,19 +119,19 @@ fn monitor(every: Duration, json: bool) -> Result<()> {
 /// `scx_latcfs latency-nice ...`: talk to the running instance.
 fn latency_nice(cmd: cli::LatencyNiceCmd) -> Result<()> {
     preflight::check_root()?;
-    let pinned = latency::Pinned::open()?;
+    let instance = latency::Instance::open()?;
     match cmd {
         cli::LatencyNiceCmd::Set { target, value } => {
             let target = target.target();
             let key = target.key()?;
-            let maps = pinned.rule_maps();
+            let maps = instance.rule_maps();
             maps.set(&key, value)?;
             maps.bump_gen()?;
             println!("latency nice of {target} set to {value}");
         }
         cli::LatencyNiceCmd::Unset { target } => {
             let target = target.target();
-            let maps = pinned.rule_maps();
+            let maps = instance.rule_maps();
             maps.unset(&target.key_to_remove()?)
                 .with_context(|| format!("latency nice of {target}"))?;
             maps.bump_gen()?;
@@ -139,11 +139,11 @@ fn latency_nice(cmd: cli::LatencyNiceCmd) -> Result<()> {
         }
         cli::LatencyNiceCmd::List => {
             let cgroot = Path::new(latency::CGROUP_ROOT);
-            for (key, nice) in pinned.rule_maps().dump()? {
+            for (key, nice) in instance.rule_maps().dump()? {
                 println!("{}={nice}", key.describe(cgroot));
             }
         }
-        cli::LatencyNiceCmd::Get { pid } => println!("{}", pinned.task_nice(pid)?),
+        cli::LatencyNiceCmd::Get { pid } => println!("{}", instance.task_nice(pid)?),
     }
     Ok(())
 }

@@ -16,7 +16,7 @@ use scx_utils::{
 use crate::bpf_intf;
 use crate::bpf_skel::{BpfSkel, BpfSkelBuilder};
 use crate::cli::Opts;
-use crate::latency::{Key, Pins, RuleMaps};
+use crate::latency::{Key, PinGuard, RuleMaps};
 use crate::stats::{Counters, Feed, NAMES};
 
 /// How often the run loop looks at the exit state and the stop flag (it
@@ -134,7 +134,7 @@ pub struct Scheduler<'a> {
     /// The struct_ops link: dropping it detaches the scheduler.
     link: Option<libbpf_rs::Link>,
     /// The maps `scx_latcfs latency-nice` reaches us through; unpinned on drop.
-    _pins: Pins,
+    _pins: PinGuard,
 }
 
 impl<'a> Scheduler<'a> {
@@ -205,7 +205,7 @@ impl<'a> Scheduler<'a> {
             Err(e) => return Err(attach_error(e, uei_report!(&skel, uei).err())),
         };
         let m = &mut skel.maps;
-        let pins = Pins::create(&mut [
+        let pins = PinGuard::create(&mut [
             ("lat_rules", &mut m.lat_rules),
             ("lat_comm", &mut m.lat_comm),
             ("lat_ctl", &mut m.lat_ctl),

@@ -154,7 +154,7 @@ fn defaults_agree_with_the_flags() {
 }
 
 /// Each stats field is described in one home, the LatcfsStats definition
-/// (src/stats.rs, shown by --help-stats); the README's counter table
+/// (src/stats/record.rs, shown by --help-stats); the README's counter table
 /// repeats the descriptions word for word (cells trimmed, backticks aside).
 #[test]
 fn readme_counter_table_matches_help_stats() {

@@ -14,8 +14,8 @@ cd "$(dirname "$0")/../.."
 SOCKET=/var/run/scx/root/stats
 PY=$(command -v python3 || echo /usr/bin/python3)
 
-# The counter names, in order, from NAMES in src/stats.rs; then the rates.
-NAMES=$(sed -n '/^pub const NAMES/,/^];/p' src/stats.rs | grep -oE '"[a-z0-9_]+"' | tr -d '"')
+# The counter names, in order, from NAMES in src/stats/counters.rs; then the rates.
+NAMES=$(sed -n '/^pub const NAMES/,/^];/p' src/stats/counters.rs | grep -oE '"[a-z0-9_]+"' | tr -d '"')
 FIELDS="$NAMES recent_rate fast_rate"
 
 # monitor SECS OUT [FLAGS...]: run `scx_latcfs --monitor 0.5 FLAGS` for SECS
@@ -44,7 +44,7 @@ test_help_stats() {
 		grep -qE "^  $n +\((u64|float)\) +: .+" "$WORK/help.out" ||
 			{ fail "--help-stats does not document $n"; return 1; }
 	done
-	[ $count -gt 10 ] || { fail "found only $count field names in src/stats.rs"; return 1; }
+	[ $count -gt 10 ] || { fail "found only $count field names in src/stats/counters.rs"; return 1; }
 	[ "$(state)" = "$before" ] || { fail "state went from $before to $(state)"; return 1; }
 	echo "  $count fields documented; $(head -n1 "$WORK/help.out" | cut -c1-70)..."
 }
