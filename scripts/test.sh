@@ -40,7 +40,6 @@ run_suites() {
 	line=$(grep -E '^vm \(.*\): [0-9]+ passed, [0-9]+ failed$' "$out" | tail -n1 || true)
 	# each failure with the two lines of measurements printed before it
 	grep -B2 -E '^not ok' "$out" | sed "s|^|[$name] |" >>"$failures" || true
-	rm -f "$out"
 	if [ -n "$line" ]; then
 		line=${line##*: }
 		set -- $line
@@ -49,7 +48,14 @@ run_suites() {
 	if [ -z "$line" ] || [ $rc -ne 0 ]; then
 		[ -n "$line" ] && [ "$3" -gt 0 ] || failed=$((failed + 1))
 		failed_runs+=("$name")
+		# A run that ended early (a guest that died, a VM killed at its
+		# timeout) says why in its last lines: keep them for the end too.
+		{
+			echo "[$name] exit $rc, its last lines:"
+			tail -n 15 "$out" | sed "s|^|[$name] |"
+		} >>"$failures"
 	fi
+	rm -f "$out"
 }
 
 # run.sh, the README's command that runs the scheduler, end to end with a

@@ -12,8 +12,6 @@ cd "$(dirname "$0")/../.."
 . tests/vm/lib.sh
 
 echo +cpu > $CG/cgroup.subtree_control
-HOGS=()
-
 # hogs_in CGROUP N: start N CPU hogs in CGROUP, adding their pids to HOGS.
 hogs_in() {
 	local i
@@ -22,7 +20,6 @@ hogs_in() {
 		HOGS+=($!)
 	done
 }
-kill_hogs() { kill "${HOGS[@]}" 2>/dev/null; wait "${HOGS[@]}" 2>/dev/null; HOGS=(); }
 
 # measure SECS CGROUP...: sleep SECS and set USED[i] to the CPU time (usec)
 # each CGROUP used meanwhile.

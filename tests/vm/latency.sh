@@ -26,7 +26,6 @@ hogs() { # hogs N: start N unpinned CPU hogs; their pids in HOGS
 		HOGS+=($!)
 	done
 }
-kill_hogs() { kill "${HOGS[@]}" 2>/dev/null; wait "${HOGS[@]}" 2>/dev/null; HOGS=(); }
 
 nice_of() { "$LATCFS" latency-nice get --pid "$1"; }
 

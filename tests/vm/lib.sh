@@ -22,8 +22,11 @@ DMESG_START=$(dmesg | wc -l)
 
 fail() { echo "$*" > "$WORK/why"; return 1; }
 
+# LATCFS_TESTS=REGEX (for development) runs only the tests whose name
+# matches it; the others are left out of the counts.
 run_test() {
 	local name=$1 fn=$2 t0=$SECONDS
+	[ -z "${LATCFS_TESTS:-}" ] || [[ "$name" =~ $LATCFS_TESTS ]] || return 0
 	rm -f "$WORK/why"
 	echo "--- $name"
 	if "$fn"; then
@@ -115,8 +118,21 @@ run_in() {
 # scheduler's stats lines.
 gauge() { stat_last "$1" "$WORK/sched.out"; }
 
-# CPU time (utime+stime, in clock ticks) a process has used.
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# cpu_ticks PID...: the CPU time (utime+stime, in clock ticks) they have
+# used, summed (one awk for all).
+cpu_ticks() {
+	local pid files=()
+	for pid in "$@"; do files+=("/proc/$pid/stat"); done
+	awk '{ s += $14 + $15 } END { print s + 0 }' "${files[@]}"
+}
+
+# The hogs a test started (their pids), for kill_hogs.
+HOGS=()
+# kill_hogs: stop and reap them.
+kill_hogs() {
+	[ ${#HOGS[@]} -eq 0 ] || { kill "${HOGS[@]}" 2>/dev/null; wait "${HOGS[@]}" 2>/dev/null; }
+	HOGS=()
+}
 
 # The kernel log lines, since the last scheduler stopped (or the suite
 # started), that mean the BPF scheduler failed.
