@@ -18,7 +18,6 @@ cd "$(dirname "$0")/../../.."
 PROBE=$(dirname "$LATCFS")/latcfs-probe
 # How long each share is measured, in s, after the hogs have had 2 s to spread.
 WINDOW=${LATCFS_SCALE_SECS:-6}
-HOGS=()
 
 # crowd N CPUS [CGROUP]: start N spinning probes restricted to CPUS (in
 # CGROUP, if given); their pids in LAST, and appended to HOGS.
@@ -39,18 +38,6 @@ crowd() {
 release() {
 	local pid
 	for pid in "$@"; do taskset -p -c 0-3 "$pid" > /dev/null; done
-}
-
-kill_hogs() {
-	[ ${#HOGS[@]} -eq 0 ] || { kill "${HOGS[@]}" 2>/dev/null; wait "${HOGS[@]}" 2>/dev/null; }
-	HOGS=()
-}
-
-# ticks PID...: their CPU time, summed, in clock ticks (one awk for all).
-ticks() {
-	local pid files=()
-	for pid in "$@"; do files+=("/proc/$pid/stat"); done
-	awk '{ s += $14 + $15 } END { print s + 0 }' "${files[@]}"
 }
 
 # ratio A B: A / B with two decimals (0 if B is 0).
@@ -79,9 +66,9 @@ test_nice_shares_spread() {
 	sleep 1
 	release $a $b
 	sleep 2
-	t0a=$(ticks $a) t0b=$(ticks $b)
+	t0a=$(cpu_ticks $a) t0b=$(cpu_ticks $b)
 	sleep "$WINDOW"
-	t1a=$(ticks $a) t1b=$(ticks $b)
+	t1a=$(cpu_ticks $a) t1b=$(cpu_ticks $b)
 	sched_ok || { kill_hogs; return 1; }
 	kill_hogs
 	stop_sched INT
@@ -208,6 +195,51 @@ test_pinned_mix() {
 	[ -n "$smax" ] && [ "$smax" -le 250000 ] || { fail "the sleeper woke ${smax:-?} us late"; return 1; }
 }
 
+test_rescue_across_llcs() {
+	# A nice 19 hog waits in CPU 0's LLC while a SCHED_FIFO task holds CPU
+	# 0 (RT throttling and the deadline servers that would lend CPU 0 to
+	# fair or sched_ext tasks off), and CPU 1, the only other CPU it may
+	# use, runs two nice -20 hogs. CPU 1's LLC always has work, so it never
+	# steals for want of it, and the nice 19 hog's key is far ahead of the
+	# nice -20 hogs', so it never steals by key either: only the wait
+	# bound's walk into the other LLCs (bound.bpf.h) serves it. Without
+	# it, the hog waits out the RT task's whole run.
+	local rt_secs=5 rt_rt srv f n19 hogs=() i gap
+	local -A saved=()
+	start_sched --stats 1 || return 1
+	taskset -c 0 nice -n 19 "$PROBE" spin $((rt_secs + 3)) > "$WORK/rs.n19" 2>&1 & n19=$!
+	for i in 1 2; do
+		taskset -c 1 nice -n -20 "$PROBE" spin $((rt_secs + 3)) > /dev/null 2>&1 & hogs+=($!)
+	done
+	rt_rt=$(cat /proc/sys/kernel/sched_rt_runtime_us)
+	echo -1 > /proc/sys/kernel/sched_rt_runtime_us
+	mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
+	for f in /sys/kernel/debug/sched/*_server/cpu0/runtime; do
+		[ -w "$f" ] || continue
+		saved[$f]=$(cat "$f")
+		echo 0 > "$f" 2>/dev/null || echo "  cannot turn off $f"
+	done
+	sleep 1
+	chrt -f 1 taskset -c 0 "$PROBE" spin $rt_secs > "$WORK/rs.rt" 2>&1 & local rt=$!
+	sleep 0.5
+	# now CPU 1 may run it too; it stays queued in CPU 0's LLC
+	taskset -p -c 0,1 $n19 > /dev/null
+	wait $rt
+	echo "$rt_rt" > /proc/sys/kernel/sched_rt_runtime_us
+	for f in "${!saved[@]}"; do echo "${saved[$f]}" > "$f"; done
+	wait $n19 "${hogs[@]}"
+	sleep 1.2 # one more stats line
+	sched_ok || return 1
+	stop_sched INT
+	[ "$SCHED_RC" -eq 0 ] || { fail "the scheduler exited $SCHED_RC"; return 1; }
+	gap=$(sed -n 's/.*max_gap_us=\([0-9]*\).*/\1/p' "$WORK/rs.n19")
+	echo "  nice 19 hog: longest wait $((${gap:-0} / 1000)) ms while the RT task held CPU 0 for $rt_secs s; rescue=$(counter rescue) steal=$(counter steal); servers off: ${!saved[*]}"
+	[ -n "$gap" ] || { fail "the nice 19 hog reported nothing: $(head -c 200 "$WORK/rs.n19")"; return 1; }
+	[ "$(counter rescue)" -gt 0 ] || { fail "no rescue"; return 1; }
+	[ "$gap" -le 2000000 ] ||
+		fail "the nice 19 hog waited $((gap / 1000)) ms at a stretch behind the RT task (bound 2 s; the wait bound is 500 ms)"
+}
+
 test_workloads() {
 	# hackbench beside stress-ng on every CPU: both complete, and most
 	# dispatches are served from the CPU's own LLC.
@@ -232,5 +264,6 @@ run_test "nice 0 and nice 5 hogs crowded on two nodes share machine-wide" test_n
 run_test "cgroups of weight 100 and 300 crowded on two nodes share 1:3" test_cgroup_shares_spread
 run_test "the nested cgroup example holds across LLCs" test_nested_shares_spread
 run_test "pinned and low-weight mixes across LLCs: no stall, pins hold" test_pinned_mix
+run_test "a task queued behind an RT task is rescued from another LLC" test_rescue_across_llcs
 run_test "hackbench beside stress-ng, served mostly from the own LLC" test_workloads
 finish
