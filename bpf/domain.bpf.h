@@ -56,7 +56,14 @@
  * Limits: the steal check walks every other domain, O(nr_llcs) per check:
  * fine for tens of LLCs; beyond that it should sample. A task pinned to a
  * CPU waits in that CPU's domain queue, where its LLC's other CPUs look
- * past it (at most LATCFS_PEEK_MAX at a time).
+ * past it (at most LATCFS_PEEK_MAX at a time). A DSQ per CPU for pinned
+ * tasks would spare them that, but its tasks would then be invisible to
+ * the domain's reference (vruntime.bpf.h), which is the least key of the
+ * domain's queue: the reference would run ahead of pinned tasks that wait,
+ * and the clamps, which work from it, would pull them up to it, flattening
+ * their weights (nice 0 and nice 5 hogs pinned together would share 1:1).
+ * Doing it right needs the reference to see each CPU's pinned front, at a
+ * cost per update that grows with the LLC's CPUs; not done yet.
  */
 #ifndef __LATCFS_DOMAIN_BPF_H
 #define __LATCFS_DOMAIN_BPF_H
@@ -264,26 +271,19 @@ static bool steal_any(s32 cpu, u32 dom)
  */
 static s32 dom_init(void)
 {
-	u32 d, cpu, nr_cpus = scx_bpf_nr_cpu_ids();
 	struct dom_ctx *dctx;
 	s32 ret;
+	u32 d;
 
 	if (nr_llcs > LATCFS_MAX_LLCS)
 		return -E2BIG;
 
-	bpf_for(cpu, 0, nr_cpus) {
-		if (cpu >= LATCFS_MAX_CPUS)
-			break;
-		dctx = dom_ctx_of(llc_of(cpu));
-		if (!dctx)
-			return -EINVAL;
-		dctx->nr_cpus++;
-		dctx->node = node_of(cpu);
-	}
 	bpf_for(d, 0, nr_llcs) {
 		dctx = dom_ctx_of(d);
 		if (!dctx)
 			return -EINVAL;
+		dctx->nr_cpus = llc_size(d);
+		dctx->node = node_of(llc_cpu(d, 0));
 		if ((ret = scx_bpf_create_dsq(fair_dsq(d), -1)) ||
 		    (ret = scx_bpf_create_dsq(lat_dsq(d), -1)))
 			return ret;

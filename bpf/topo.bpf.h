@@ -26,6 +26,15 @@ const volatile u32 nr_llcs = 1;
 const volatile u32 cpu_node_id[LATCFS_MAX_CPUS];
 /* number of nodes (with CPUs) in cpu_node_id */
 const volatile u32 nr_nodes = 1;
+/*
+ * The CPUs of each LLC, from the loader: LLC l's are llc_cpus[llc_first[l]]
+ * to llc_cpus[llc_first[l] + llc_nr_cpus[l] - 1], so that a walk over one
+ * LLC's CPUs costs its size, not the machine's. CPU ids the topology does
+ * not list (possible but never present) are in no LLC.
+ */
+const volatile u32 llc_cpus[LATCFS_MAX_CPUS];
+const volatile u32 llc_first[LATCFS_MAX_LLCS];
+const volatile u32 llc_nr_cpus[LATCFS_MAX_LLCS];
 
 static __always_inline bool valid_cpu(s32 cpu)
 {
@@ -51,6 +60,25 @@ static __always_inline u32 node_of(s32 cpu)
 	const volatile u32 *node = ARRAY_ELEM_PTR(cpu_node_id, cpu, LATCFS_MAX_CPUS);
 
 	return node ? *node : 0;
+}
+
+/* How many CPUs LLC @llc has. */
+static __always_inline u32 llc_size(u32 llc)
+{
+	const volatile u32 *nr = ARRAY_ELEM_PTR(llc_nr_cpus, llc, LATCFS_MAX_LLCS);
+
+	return nr ? *nr : 0;
+}
+
+/* The @i-th CPU of LLC @llc (i < llc_size(llc)), or -1. */
+static __always_inline s32 llc_cpu(u32 llc, u32 i)
+{
+	const volatile u32 *first = ARRAY_ELEM_PTR(llc_first, llc, LATCFS_MAX_LLCS), *cpu;
+
+	if (!first)
+		return -1;
+	cpu = ARRAY_ELEM_PTR(llc_cpus, *first + i, LATCFS_MAX_CPUS);
+	return cpu ? *cpu : -1;
 }
 
 #endif /* __LATCFS_TOPO_BPF_H */

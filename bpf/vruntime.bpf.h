@@ -96,8 +96,8 @@
  *
  * Limits: while no task waits, computing the front reads the cpu_ctx of
  * every CPU of the domain, at most once per VTIME_SCAN_NS per domain (the
- * loop runs over all CPU ids and skips other LLCs': O(nr_cpus) cheap
- * reads). A domain whose CPUs all idle keeps its reference where it was
+ * loop runs over the domain's CPU list, topo.bpf.h: O(CPUs per LLC)
+ * cheap reads). A domain whose CPUs all idle keeps its reference where it was
  * until a task starts there.
  */
 #ifndef __LATCFS_VRUNTIME_BPF_H
@@ -238,7 +238,7 @@ static void vtime_update_ref(u32 dom, u64 cand)
 	u64 ref, now;
 	struct task_struct *head;
 	struct cpu_ctx *cctx;
-	u32 cpu, nr = scx_bpf_nr_cpu_ids();
+	u32 i, nr = llc_size(dom);
 	bool waiting = false;
 
 	if (!dctx)
@@ -264,12 +264,8 @@ static void vtime_update_ref(u32 dom, u64 cand)
 		if (now - READ_ONCE(dctx->vtime_scan_at) < VTIME_SCAN_NS)
 			return;
 		WRITE_ONCE(dctx->vtime_scan_at, now);
-		bpf_for(cpu, 0, nr) {
-			if (cpu >= LATCFS_MAX_CPUS)
-				break;
-			if (nr_llcs > 1 && llc_of(cpu) != dom)
-				continue;
-			cctx = cpu_ctx_of(cpu);
+		bpf_for(i, 0, nr) {
+			cctx = cpu_ctx_of(llc_cpu(dom, i));
 			if (cctx && cctx->curr_valid && vt_before(cctx->curr_vtime, cand))
 				cand = cctx->curr_vtime;
 		}

@@ -39,12 +39,18 @@ fn set_topology(rodata: &mut crate::bpf_skel::types::rodata) -> Result<()> {
     nodes.dedup();
     check_topology_size(topo.all_cpus.keys().copied().max(), llcs.len(), nodes.len())?;
     // Every id is below LATCFS_MAX_CPUS, the length of these arrays.
+    let mut cpu_llc = Vec::with_capacity(topo.all_cpus.len());
     for (id, cpu) in &topo.all_cpus {
         let llc = llcs.iter().position(|l| *l == cpu.llc_id).unwrap_or(0);
         let node = nodes.iter().position(|n| *n == cpu.node_id).unwrap_or(0);
         rodata.cpu_llc_id[*id] = llc as u32;
         rodata.cpu_node_id[*id] = node as u32;
+        cpu_llc.push((*id, llc));
     }
+    let lists = llc_cpu_lists(&cpu_llc, llcs.len().max(1));
+    rodata.llc_cpus[..lists.cpus.len()].copy_from_slice(&lists.cpus);
+    rodata.llc_first[..lists.first.len()].copy_from_slice(&lists.first);
+    rodata.llc_nr_cpus[..lists.nr.len()].copy_from_slice(&lists.nr);
     rodata.nr_llcs = llcs.len().max(1) as u32;
     rodata.nr_nodes = nodes.len().max(1) as u32;
     rodata.node_step = node_step(llcs.len(), nodes.len());
@@ -57,6 +63,37 @@ fn set_topology(rodata: &mut crate::bpf_skel::types::rodata) -> Result<()> {
         if topo.smt_enabled { "on" } else { "off" }
     );
     Ok(())
+}
+
+/// Each LLC's CPUs as the BPF side walks them (bpf/topo.bpf.h): the CPU
+/// ids grouped by LLC, in id order within each, and where each LLC's run
+/// starts and how long it is.
+#[derive(Debug, PartialEq, Eq)]
+struct LlcCpuLists {
+    cpus: Vec<u32>,
+    first: Vec<u32>,
+    nr: Vec<u32>,
+}
+
+/// The lists for `cpu_llc`, (CPU id, dense LLC index) pairs, with LLCs
+/// 0 to `nr_llcs` - 1.
+fn llc_cpu_lists(cpu_llc: &[(usize, usize)], nr_llcs: usize) -> LlcCpuLists {
+    let mut sorted: Vec<(usize, usize)> = cpu_llc.iter().map(|&(cpu, llc)| (llc, cpu)).collect();
+    sorted.sort_unstable();
+    let mut lists = LlcCpuLists {
+        cpus: sorted.iter().map(|&(_, cpu)| cpu as u32).collect(),
+        first: vec![0; nr_llcs],
+        nr: vec![0; nr_llcs],
+    };
+    for (i, &(llc, _)) in sorted.iter().enumerate() {
+        if llc < nr_llcs {
+            if lists.nr[llc] == 0 {
+                lists.first[llc] = i as u32;
+            }
+            lists.nr[llc] += 1;
+        }
+    }
+    lists
 }
 
 /// Whether idle selection should scan the target's NUMA node between its
@@ -331,7 +368,7 @@ impl<'a> Scheduler<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::{check_topology_size, node_step};
+    use super::{check_topology_size, llc_cpu_lists, node_step, LlcCpuLists};
 
     #[test]
     fn the_node_step_runs_only_where_a_node_holds_several_llcs() {
@@ -358,6 +395,26 @@ mod tests {
         assert_eq!(
             msg(check_topology_size(Some(7), 2, 65)),
             "65 NUMA nodes: scx_latcfs supports at most 64"
+        );
+    }
+
+    #[test]
+    fn llc_cpu_lists_group_cpus_by_llc() {
+        // SMT siblings 0/4 and 1/5 in LLC 0, 2/6 and 3/7 in LLC 1, as
+        // Linux numbers them.
+        let pairs: Vec<(usize, usize)> = (0..8).map(|c| (c, (c % 4) / 2)).collect();
+        assert_eq!(
+            llc_cpu_lists(&pairs, 2),
+            LlcCpuLists {
+                cpus: vec![0, 1, 4, 5, 2, 3, 6, 7],
+                first: vec![0, 4],
+                nr: vec![4, 4],
+            }
+        );
+        let one = llc_cpu_lists(&[(1, 0), (0, 0)], 1);
+        assert_eq!(
+            (one.cpus, one.first, one.nr),
+            (vec![0, 1], vec![0], vec![2])
         );
     }
 }
