@@ -413,4 +413,44 @@ mod tests {
         assert!(parse_cli(&["--stats", "1", "latency-nice", "get", "--pid", "1"]).is_err());
         assert!(parse_cli(&["latency-nice", "get", "--pid", "1"]).is_ok());
     }
+
+    /// --monitor's conflict list names the scheduler's flags by hand: every
+    /// flag but the few that make sense with it must be in it, so that a
+    /// new flag cannot be silently ignored by --monitor.
+    #[test]
+    fn monitor_conflicts_with_every_scheduler_flag() {
+        const WITH_MONITOR: [&str; 6] = [
+            "monitor",
+            "json",
+            "verbose",
+            "help_stats",
+            "help",
+            "version",
+        ];
+        let cmd = Cli::command();
+        for arg in cmd.get_arguments() {
+            let id = arg.get_id().as_str();
+            if WITH_MONITOR.contains(&id) || id == "stats" || arg.is_positional() {
+                continue;
+            }
+            let long = format!("--{}", arg.get_long().expect("a flag without a long name"));
+            // a value the flag accepts on its own, if it takes one
+            let args: Vec<&str> = if !arg.get_action().takes_values() {
+                vec![&long]
+            } else if id == "latency_nice" {
+                vec![&long, "pid:1=0"]
+            } else {
+                vec![&long, "1000"]
+            };
+            assert!(parse(&args).is_ok(), "{args:?} does not parse on its own");
+            let mut with = vec!["--monitor", "1"];
+            with.extend(&args);
+            let kind = parse(&with).err().map(|e| e.kind());
+            assert_eq!(
+                kind,
+                Some(clap::error::ErrorKind::ArgumentConflict),
+                "--monitor must refuse {long}: add it to its conflicts_with_all"
+            );
+        }
+    }
 }
