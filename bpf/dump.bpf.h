@@ -11,6 +11,11 @@
  * runnable task's vtime relative to its domain's reference, its wait,
  * latency offset, weight and cgroup. Times are in µs; vtimes relative to a
  * reference in weighted µs.
+ *
+ * Limits: the kernel's dump buffer is bounded (and truncates what does not
+ * fit), so only the first DUMP_MAX_DOMS LLCs are described; the heads'
+ * fields are read without the DSQ lock, so a dump taken while tasks move
+ * can show a head that has just left.
  */
 #ifndef __LATCFS_DUMP_BPF_H
 #define __LATCFS_DUMP_BPF_H

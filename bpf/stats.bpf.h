@@ -3,6 +3,11 @@
  * Event counters of scx_latcfs: one per-CPU slot per enum latcfs_stat
  * (intf.h), summed over CPUs by the loader. Per CPU so that counting never
  * bounces a cache line between CPUs.
+ *
+ * Limits: the loader reads the slots while CPUs write them, so a snapshot
+ * is not atomic across counters: ratios over one interval (the hit rates)
+ * can be off by the events of that instant. Counters are 64 bits and only
+ * grow; the loader reports differences.
  */
 #ifndef __LATCFS_STATS_BPF_H
 #define __LATCFS_STATS_BPF_H

@@ -12,6 +12,13 @@
  * CPU it runs on (preempt.bpf.h). Other CPUs read it: the vtime reference
  * reads every CPU's current vtime (vruntime.bpf.h), and wakeup preemption
  * reads the candidate victims'. Those accesses do pull its cache line across.
+ *
+ * Limits: task storage is allocated in ops.init_task(), which fails when
+ * it cannot be: a fork then fails with -ENOMEM, and at attach time the
+ * whole attach fails (the loader reports it). A cpu_ctx read by another
+ * CPU may be a moment old: readers take it as a hint (a victim's key, a
+ * CPU's running vtime), and a stale one costs a preemption that was not
+ * needed or a reference left a little behind, never a task.
  */
 #ifndef __LATCFS_TASK_BPF_H
 #define __LATCFS_TASK_BPF_H
