@@ -239,3 +239,24 @@ fn bpf_const(src: &str, sym: &str) -> u64 {
         })
         .product()
 }
+
+/// Every BPF module opens with an overview that ends in a paragraph on
+/// its limits (the developers' guide; scx_flatcg's header is the model).
+#[test]
+fn every_bpf_module_states_its_limits() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/bpf");
+    for e in std::fs::read_dir(dir).expect("reading bpf/") {
+        let path = e.expect("reading bpf/").path();
+        let name = path.to_string_lossy().into_owned();
+        if !name.ends_with(".bpf.h") {
+            continue;
+        }
+        let src = std::fs::read_to_string(&path).expect("reading a bpf/ file");
+        // the comment after the SPDX line
+        let header = src.split("*/").nth(1).unwrap_or_default();
+        assert!(
+            header.contains("Limits"),
+            "{name}: its opening comment has no \"Limits\" paragraph"
+        );
+    }
+}
