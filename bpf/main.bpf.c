@@ -41,7 +41,8 @@
  * latency-sensitive tasks wait in a second DSQ ordered by key + a negative
  * offset, are picked ahead of the fair head while within budget of it, and
  * preempt more readily. While every task is at latency nice 0 none of that
- * runs but a look at the task's offset.
+ * runs but a look at the task's offset and, as a task starts, one map read
+ * to see whether the rules changed (latency.bpf.h's lat_refresh()).
  *
  * Life of a task:
  *
