@@ -58,8 +58,9 @@
  * CPU waits in that CPU's domain queue, where its LLC's other CPUs look
  * past it (at most LATCFS_PEEK_MAX at a time). A DSQ per CPU for pinned
  * tasks would spare them that, but its tasks would then be invisible to
- * the domain's reference (vruntime.bpf.h), which is the least key of the
- * domain's queue: the reference would run ahead of pinned tasks that wait,
+ * the domain's reference (vruntime.bpf.h), which follows the front of the
+ * domain's DSQs (the least of their heads' and of the starting task's
+ * vtime, or of the running ones' when nothing waits): the reference would run ahead of pinned tasks that wait,
  * and the clamps, which work from it, would pull them up to it, flattening
  * their weights (nice 0 and nice 5 hogs pinned together would share 1:1).
  * Doing it right needs the reference to see each CPU's pinned front, at a
@@ -283,7 +284,8 @@ static s32 dom_init(void)
 		if (!dctx)
 			return -EINVAL;
 		dctx->nr_cpus = llc_size(d);
-		dctx->node = node_of(llc_cpu(d, 0));
+		/* an LLC has CPUs (scx_utils builds it from one), but be sure */
+		dctx->node = dctx->nr_cpus ? node_of(llc_cpu(d, 0)) : 0;
 		if ((ret = scx_bpf_create_dsq(fair_dsq(d), -1)) ||
 		    (ret = scx_bpf_create_dsq(lat_dsq(d), -1)))
 			return ret;

@@ -7,7 +7,9 @@
  * Limits: the loader reads the slots while CPUs write them, so a snapshot
  * is not atomic across counters: ratios over one interval (the hit rates)
  * can be off by the events of that instant. Counters are 64 bits and only
- * grow; the loader reports differences.
+ * grow, and the loader reports differences; but for cg_active, a level
+ * that any CPU moves by one either way, whose per-CPU slots mean nothing
+ * alone: only their sum is reported.
  */
 #ifndef __LATCFS_STATS_BPF_H
 #define __LATCFS_STATS_BPF_H

@@ -15,7 +15,8 @@
  *
  * Limits: task storage is allocated in ops.init_task(), which fails when
  * it cannot be: a fork then fails with -ENOMEM, and at attach time the
- * whole attach fails (the loader reports it). A cpu_ctx read by another
+ * kernel disables the scheduler ("ops.init_task() failed"), which the
+ * loader reports as its exit reason. A cpu_ctx read by another
  * CPU may be a moment old: readers take it as a hint (a victim's key, a
  * CPU's running vtime), and a stale one costs a preemption that was not
  * needed or a reference left a little behind, never a task.

@@ -30,7 +30,9 @@ const volatile u32 nr_nodes = 1;
  * The CPUs of each LLC, from the loader: LLC l's are llc_cpus[llc_first[l]]
  * to llc_cpus[llc_first[l] + llc_nr_cpus[l] - 1], so that a walk over one
  * LLC's CPUs costs its size, not the machine's. CPU ids the topology does
- * not list (possible but never present) are in no LLC.
+ * not list (possible but never present, or offline when the loader read
+ * it) are in no list; a CPU that comes online restarts the scheduler
+ * (no ops.cpu_online), and the loader reads the topology again.
  */
 const volatile u32 llc_cpus[LATCFS_MAX_CPUS];
 const volatile u32 llc_first[LATCFS_MAX_LLCS];

@@ -240,8 +240,9 @@ fn bpf_const(src: &str, sym: &str) -> u64 {
         .product()
 }
 
-/// Every BPF module opens with an overview that ends in a paragraph on
-/// its limits (the developers' guide; scx_flatcg's header is the model).
+/// Every BPF module (bpf/*.bpf.h) opens with an overview that has a
+/// paragraph on its limits (scx_flatcg's header is the model); main.bpf.c
+/// holds the design overview and the ops table, the modules the policy.
 #[test]
 fn every_bpf_module_states_its_limits() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/bpf");

@@ -26,7 +26,12 @@ fail() { echo "$*" > "$WORK/why"; return 1; }
 # matches it; the others are left out of the counts.
 run_test() {
 	local name=$1 fn=$2 t0=$SECONDS
-	[ -z "${LATCFS_TESTS:-}" ] || [[ "$name" =~ $LATCFS_TESTS ]] || return 0
+	if [ -n "${LATCFS_TESTS:-}" ]; then
+		local rc=0
+		[[ "$name" =~ $LATCFS_TESTS ]] || rc=$?
+		[ $rc -ne 2 ] || { echo "not ok - LATCFS_TESTS='$LATCFS_TESTS' is not a regular expression"; FAILED=$((FAILED + 1)); FAILED_NAMES+=("$name"); return 0; }
+		[ $rc -eq 0 ] || return 0
+	fi
 	rm -f "$WORK/why"
 	echo "--- $name"
 	if "$fn"; then
@@ -43,6 +48,9 @@ run_test() {
 }
 
 finish() {
+	# (all.sh fails a run in which no suite passed a test)
+	[ -z "${LATCFS_TESTS:-}" ] || [ $((PASSED + FAILED)) -gt 0 ] ||
+		echo "LATCFS_TESTS='$LATCFS_TESTS' matches no test here"
 	[ $FAILED -eq 0 ] || printf 'failed: %s\n' "${FAILED_NAMES[*]}"
 	echo "vm-tests: $PASSED passed, $FAILED failed"
 	[ $FAILED -eq 0 ]
@@ -122,6 +130,7 @@ gauge() { stat_last "$1" "$WORK/sched.out"; }
 # used, summed (one awk for all).
 cpu_ticks() {
 	local pid files=()
+	[ $# -gt 0 ] || { echo 0; return; }
 	for pid in "$@"; do files+=("/proc/$pid/stat"); done
 	awk '{ s += $14 + $15 } END { print s + 0 }' "${files[@]}"
 }
