@@ -23,7 +23,9 @@
 #              lasts 60 s (10 s with -q) after 2 s of warmup, so that its
 #              p99 rests on tens of samples. A real `schbench` on PATH is
 #              used instead of latcfs-schbench.
-#              LATCFS_SCHBENCH="MxT ..." picks other -m/-t pairs.
+#              LATCFS_SCHBENCH="MxT ..." picks other -m/-t pairs,
+#              LATCFS_BENCH_SECS another run length (s) and
+#              LATCFS_BENCH_LOOPS another hackbench -l.
 # Also, per scheduler: the time from start to attached (load and verify) and
 # the average run time per call of each BPF program (kernel.bpf_stats_enabled).
 #
@@ -69,6 +71,7 @@ if [ "${LATCFS_IN_GUEST:-}" != 1 ]; then
 		LATCFS_OUT=$OUT scripts/vm-run.sh --cpus "${LATCFS_BENCH_CPUS:-2}" -- \
 			env LATCFS_IN_GUEST=1 HOME="$HOME" LATCFS_SCHBENCH="${LATCFS_SCHBENCH:-}" \
 			LATCFS_SCHBENCH_BIN="${LATCFS_SCHBENCH_BIN:-}" LATCFS_BENCH_SCHEDS="${LATCFS_BENCH_SCHEDS:-}" \
+			LATCFS_BENCH_SECS="${LATCFS_BENCH_SECS:-}" LATCFS_BENCH_LOOPS="${LATCFS_BENCH_LOOPS:-}" \
 			scripts/bench.sh "${args[@]}"
 	fi
 	/usr/bin/python3 scripts/bench-report.py "$OUT"
@@ -87,6 +90,9 @@ SCHBENCH=${LATCFS_SCHBENCH_BIN:-$(command -v schbench || echo target/release/lat
 CG=/sys/fs/cgroup
 NCPU=$(nproc)
 if [ $QUICK = 1 ]; then LOOPS=50 SECS=10; else LOOPS=200 SECS=60; fi
+LOOPS=${LATCFS_BENCH_LOOPS:-$LOOPS} SECS=${LATCFS_BENCH_SECS:-$SECS}
+[[ "$LOOPS$SECS" =~ ^[0-9]+$ ]] && [ "$LOOPS" -gt 0 ] && [ "$SECS" -gt 0 ] ||
+	{ echo "bench: LATCFS_BENCH_LOOPS and LATCFS_BENCH_SECS want positive numbers" >&2; exit 2; }
 SCHB=${LATCFS_SCHBENCH:-1x1 2x2}
 [ -n "${LATCFS_SCHBENCH:-}" ] || [ "$NCPU" -lt 4 ] || SCHB+=" 4x2"
 mkdir -p "$OUT/schbench"
