@@ -186,18 +186,24 @@ static inline u64 credit_share(u64 credit, u64 n, u64 q)
 
 /*
  * How long a running task is protected from wakeup preemption
- * (preempt.bpf.h), in weighted ns since its slice began: @gran, less what a
- * negative latency offset @lat_off of the wakee buys, never below 0. A
- * latency nice 0 wakee waits out @gran; one at -20 with the default offset
- * preempts at once.
+ * (preempt.bpf.h), in weighted ns since its slice began: @gran, less what
+ * the wakee's negative latency offset @lat_off buys beyond the running
+ * task's own (@curr_off), never below 0. Only the difference counts, as in
+ * the latency nice series' wakeup_latency_gran(): a wakee at -20 preempts a
+ * latency nice 0 task at once, but two tasks at -20 that wake each other
+ * (a messaging workload in a -20 cgroup) keep the whole protection, or
+ * they preempt each other at every message. Positive offsets count as 0
+ * here: they act through the keys.
  */
-static inline u64 preempt_protect(u64 gran, s64 lat_off)
+static inline u64 preempt_protect(u64 gran, s64 lat_off, s64 curr_off)
 {
+	u64 want = lat_off < 0 ? (u64)0 - (u64)lat_off : 0;
+	u64 has = curr_off < 0 ? (u64)0 - (u64)curr_off : 0;
 	u64 cut;
 
-	if (lat_off >= 0)
+	if (want <= has)
 		return gran;
-	cut = (u64)0 - (u64)lat_off;
+	cut = want - has;
 	return cut >= gran ? 0 : gran - cut;
 }
 

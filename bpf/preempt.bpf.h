@@ -17,12 +17,16 @@
  *  - its key beats the running task's key, brought up to date, by more
  *    than wakeup_gran_ns; and
  *  - the running task has had its protection: it has run at least
- *    wakeup_gran_ns (weighted) since its slice began, less the magnitude
- *    of the wakee's negative latency offset (arith.h's preempt_protect()).
- *    A latency nice 0 wakee waits out the granularity; one at -20 with the
- *    default offsets preempts at once. When only the protection stands in
- *    the way, a timer preempts the task when it ends (deferred preemptions,
- *    below), so the wakee waits at most wakeup_gran_ns, not a slice.
+ *    wakeup_gran_ns (weighted) since its slice began, less what the
+ *    wakee's negative latency offset exceeds the running task's own by
+ *    (arith.h's preempt_protect()). A latency nice 0 wakee waits out the
+ *    granularity; one at -20 with the default offsets preempts a latency
+ *    nice 0 task at once, but not another -20 task: a messaging workload
+ *    in a -20 cgroup would otherwise preempt itself at every message
+ *    (hackbench ran 2 to 5 times slower than at 0). When only the
+ *    protection stands in the way, a timer preempts the task when it ends
+ *    (deferred preemptions, below), so the wakee waits at most
+ *    wakeup_gran_ns, not a slice.
  *
  * Keys are vruntime.bpf.h's (vtime + time awake since the last wakeup,
  * at most a slice), with each side's latency offset added in full: a
@@ -126,17 +130,18 @@ enum preempt_verdict {
 };
 
 /*
- * Would waking @p, with preemption key @key, win @cpu from its current
- * task? @protect is how long that task runs, in weighted ns since its
- * slice began, before a wakeup may preempt it. For PREEMPT_LATER, @at is
+ * Would waking @p, with preemption key @key and latency offset @lat_off,
+ * win @cpu from its current task? That task runs for its protection
+ * (arith.h's preempt_protect()), in weighted ns since its slice began,
+ * before a wakeup may preempt it. For PREEMPT_LATER, @at is
  * when the protection ends. @cpu counts only in domain @dom, where @p would
  * wait: preempting a CPU of another LLC would let it jump that LLC's queue.
  */
 static __always_inline enum preempt_verdict preempt_test(struct task_struct *p, s32 cpu, u32 dom,
-							 u64 key, u64 protect, u64 now, u64 *at)
+							 u64 key, s64 lat_off, u64 now, u64 *at)
 {
 	struct cpu_ctx *cctx;
-	u64 curr_key, ran;
+	u64 curr_key, ran, protect;
 
 	if (cpu < 0 || !bpf_cpumask_test_cpu(cpu, p->cpus_ptr) || !(cctx = cpu_ctx_of(cpu)) ||
 	    !cctx->curr_valid || (nr_llcs > 1 && llc_of(cpu) != dom))
@@ -144,6 +149,7 @@ static __always_inline enum preempt_verdict preempt_test(struct task_struct *p, 
 	curr_key = preempt_curr_key(cctx, now, &ran);
 	if (!time_before(key + wakeup_gran_ns, curr_key))
 		return PREEMPT_NO;
+	protect = preempt_protect(wakeup_gran_ns, lat_off, cctx->curr_lat_own);
 	if (ran >= protect)
 		return PREEMPT_NOW;
 	if (!cctx->curr_scale)
@@ -242,7 +248,7 @@ static bool wakeup_preempt(struct task_struct *p, struct task_ctx *tctx, u64 qke
 	s32 this = bpf_get_smp_processor_id(), cpu = this, other = scx_bpf_task_cpu(p);
 	struct cpu_ctx *vctx;
 	enum preempt_verdict v;
-	u64 now, key, protect, at = 0, at2 = 0;
+	u64 now, key, at = 0, at2 = 0;
 
 	head = dsq_head(fair_dsq(dom));
 	if (head && time_before(head->scx.dsq_vtime, qkey))
@@ -255,13 +261,12 @@ static bool wakeup_preempt(struct task_struct *p, struct task_ctx *tctx, u64 qke
 	now = scx_bpf_now();
 	/* the queue key has the negative latency offset; a positive one counts here */
 	key = qkey + (tctx->lat_offset > 0 ? tctx->lat_offset : 0);
-	protect = preempt_protect(wakeup_gran_ns, tctx->lat_offset);
 	/* victims: this CPU, then the wakee's own, or another (see above) */
-	v = preempt_test(p, cpu, dom, key, protect, now, &at);
+	v = preempt_test(p, cpu, dom, key, tctx->lat_offset, now, &at);
 	if (other == cpu && p->nr_cpus_allowed > 1)
 		other = bpf_cpumask_any_distribute(p->cpus_ptr);
 	if (v != PREEMPT_NOW && other != cpu) {
-		switch (preempt_test(p, other, dom, key, protect, now, &at2)) {
+		switch (preempt_test(p, other, dom, key, tctx->lat_offset, now, &at2)) {
 		case PREEMPT_NOW:
 			cpu = other;
 			v = PREEMPT_NOW;

@@ -43,13 +43,16 @@ struct cpu_ctx {
 	/*
 	 * The sched_ext task running here, as of its last charge
 	 * (vtime_note_curr()): its vtime and awake_vt, when that was, how fast
-	 * its vtime ages (weighted ns per 2^20 ns) and its latency offset.
+	 * its vtime ages (weighted ns per 2^20 ns), and its latency offset in
+	 * the flattened scale (for its key) and as set (for the protection,
+	 * arith.h's preempt_protect()).
 	 */
 	u64	curr_vtime;
 	u64	curr_awake;
 	u64	curr_started_at;
 	u64	curr_scale;
 	s64	curr_lat_offset;
+	s64	curr_lat_own;
 	/* a sched_ext task runs here (the curr_ fields are valid) */
 	bool	curr_valid;
 	/* the wait bound's last walk here, and whether it found a task (bound.bpf.h) */

@@ -351,6 +351,7 @@ static __always_inline void vtime_note_curr(struct cpu_ctx *cctx, struct task_st
 	cctx->curr_started_at = tctx->last_run_at;
 	cctx->curr_scale = scale_by_weight_inverse(p, tctx, 1ULL << 20);
 	cctx->curr_lat_offset = vtime_lat_offset(p, tctx);
+	cctx->curr_lat_own = tctx->lat_offset;
 	cctx->curr_valid = true;
 }
 

@@ -15,7 +15,7 @@ mod tests {
         fn latcfs_hw_step(hw: u64, w: u64, sum: i64) -> u64;
         fn latcfs_vt_before(a: u64, b: u64) -> i32;
         fn latcfs_awake_after(awake: u64, w: u64, cap: u64) -> u64;
-        fn latcfs_preempt_protect(gran: u64, lat_off: i64) -> u64;
+        fn latcfs_preempt_protect(gran: u64, lat_off: i64, curr_off: i64) -> u64;
         fn latcfs_credit_share(credit: u64, n: u64, q: u64) -> u64;
         fn latcfs_preempt_resume_slice(end: u64, now: u64, gran: u64, floor: u64) -> u64;
         fn latcfs_preempt_resume_again(end: u64, now: u64, slack: u64) -> u64;
@@ -185,13 +185,35 @@ mod tests {
         let gran = 1_000_000;
         unsafe {
             // latency nice 0 and positive offsets wait out the granularity
-            assert_eq!(latcfs_preempt_protect(gran, 0), gran);
-            assert_eq!(latcfs_preempt_protect(gran, 5_700_000), gran);
+            assert_eq!(latcfs_preempt_protect(gran, 0, 0), gran);
+            assert_eq!(latcfs_preempt_protect(gran, 5_700_000, 0), gran);
             // a negative offset buys it down, to 0 and no further
-            assert_eq!(latcfs_preempt_protect(gran, -300_000), 700_000);
-            assert_eq!(latcfs_preempt_protect(gran, -6_000_000), 0);
-            assert_eq!(latcfs_preempt_protect(gran, i64::MIN), 0);
-            assert_eq!(latcfs_preempt_protect(0, -1), 0);
+            assert_eq!(latcfs_preempt_protect(gran, -300_000, 0), 700_000);
+            assert_eq!(latcfs_preempt_protect(gran, -6_000_000, 0), 0);
+            assert_eq!(latcfs_preempt_protect(gran, i64::MIN, 0), 0);
+            assert_eq!(latcfs_preempt_protect(0, -1, 0), 0);
+            // a running task at a positive latency nice keeps its protection
+            assert_eq!(latcfs_preempt_protect(gran, -300_000, 5_700_000), 700_000);
+        }
+    }
+
+    #[test]
+    fn preemption_protection_counts_only_the_offset_difference() {
+        let gran = 1_000_000;
+        unsafe {
+            // two -20 tasks waking each other keep the whole protection
+            assert_eq!(latcfs_preempt_protect(gran, -6_000_000, -6_000_000), gran);
+            // a less sensitive wakee buys nothing from a -20 task
+            assert_eq!(latcfs_preempt_protect(gran, -300_000, -6_000_000), gran);
+            assert_eq!(latcfs_preempt_protect(gran, 0, -6_000_000), gran);
+            // a more sensitive one buys the difference
+            assert_eq!(
+                latcfs_preempt_protect(gran, -6_000_000, -5_700_000),
+                700_000
+            );
+            assert_eq!(latcfs_preempt_protect(gran, -6_000_000, -3_000_000), 0);
+            assert_eq!(latcfs_preempt_protect(gran, i64::MIN, i64::MIN), gran);
+            assert_eq!(latcfs_preempt_protect(gran, i64::MIN, -1), 0);
         }
     }
 

@@ -145,8 +145,9 @@ pub struct Opts {
 
     /// Wakeup granularity, in microseconds of weighted runtime: how far a
     /// waking task's key must beat a running task's to preempt it, how long
-    /// a running task is protected from a latency nice 0 wakee after its
-    /// slice starts (less a negative wakee's latency offset), the least a
+    /// a running task is protected from a wakee of its own latency nice
+    /// after its slice starts (less the latency offset a wakee has beyond
+    /// the running task's), the least a
     /// preempted task resumes with after the wakee, and how far a
     /// latency-sensitive task's key must beat the fair head's to be served
     /// first. Range 0-100000.

@@ -13,7 +13,7 @@ s64 latcfs_vt_saved_lag(u64 v, u64 ref, u64 lag, u64 lead) { return vt_saved_lag
 u64 latcfs_hw_step(u64 hw, u64 w, s64 sum) { return hw_step(hw, w, sum); }
 int latcfs_vt_before(u64 a, u64 b) { return vt_before(a, b); }
 u64 latcfs_awake_after(u64 awake, u64 w, u64 cap) { return awake_after(awake, w, cap); }
-u64 latcfs_preempt_protect(u64 gran, s64 lat_off) { return preempt_protect(gran, lat_off); }
+u64 latcfs_preempt_protect(u64 gran, s64 lat_off, s64 curr) { return preempt_protect(gran, lat_off, curr); }
 u64 latcfs_preempt_resume_slice(u64 end, u64 now, u64 gran, u64 floor) { return preempt_resume_slice(end, now, gran, floor); }
 u64 latcfs_credit_share(u64 credit, u64 n, u64 q) { return credit_share(credit, n, q); }
 u64 latcfs_preempt_resume_again(u64 end, u64 now, u64 slack) { return preempt_resume_again(end, now, slack); }
