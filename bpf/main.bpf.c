@@ -21,7 +21,8 @@
  * beats by wakeup_gran_ns, if it would be served next anyway
  * (preempt.bpf.h): sched_ext only notices a slice end at a tick. The
  * running task is protected for wakeup_gran_ns from its slice start (less
- * a negative wakee's latency offset); a timer preempts it when that ends.
+ * the latency offset a wakee has beyond its own); a timer preempts it when
+ * that ends.
  * The victim is preferably the task on the waking CPU (no IPI; in a
  * handoff, the waker), and it goes on after the wakee with the rest of
  * its slice rather than back into the queue (only when no other CPU it
