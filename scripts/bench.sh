@@ -55,6 +55,10 @@ while getopts "r:qo:" o; do
 	esac
 done
 [[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || { echo "bench: -r wants a positive number of rounds" >&2; exit 2; }
+# checked here, on the host, before anything is built or booted
+for v in LATCFS_BENCH_SECS LATCFS_BENCH_LOOPS; do
+	[[ "${!v:-1}" =~ ^[1-9][0-9]*$ ]] || { echo "bench: $v wants a positive number" >&2; exit 2; }
+done
 
 # --- on the host: build, run (here or in the guest), report ---------------
 if [ "${LATCFS_IN_GUEST:-}" != 1 ]; then
@@ -91,8 +95,6 @@ CG=/sys/fs/cgroup
 NCPU=$(nproc)
 if [ $QUICK = 1 ]; then LOOPS=50 SECS=10; else LOOPS=200 SECS=60; fi
 LOOPS=${LATCFS_BENCH_LOOPS:-$LOOPS} SECS=${LATCFS_BENCH_SECS:-$SECS}
-[[ "$LOOPS$SECS" =~ ^[0-9]+$ ]] && [ "$LOOPS" -gt 0 ] && [ "$SECS" -gt 0 ] ||
-	{ echo "bench: LATCFS_BENCH_LOOPS and LATCFS_BENCH_SECS want positive numbers" >&2; exit 2; }
 SCHB=${LATCFS_SCHBENCH:-1x1 2x2}
 [ -n "${LATCFS_SCHBENCH:-}" ] || [ "$NCPU" -lt 4 ] || SCHB+=" 4x2"
 mkdir -p "$OUT/schbench"
